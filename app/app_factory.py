@@ -1,0 +1,74 @@
+"""Assemble the runtime (engine host, metrics, tokenizer loader) and run the web server until a signal."""
+from __future__ import annotations
+
+import logging
+import os
+from typing import Callable
+
+from app.engine import EngineHost
+from app.hardware import gpu_memory_used
+from app.launcher import PROJECT_ROOT
+from app.model_source import read_generation_defaults, resolve_model
+from app.profiles import EnginePlan
+from app.runtime import GpuMemoryWatch, Runtime
+from app.settings import AppSettings
+from app.telemetry import AppMetrics, setup_logging
+
+log = logging.getLogger("ernie_chat")
+
+
+def build_runtime(settings: AppSettings, plan: EnginePlan) -> Runtime:
+    # Chainlit reads .chainlit/ and chainlit.md from CHAINLIT_APP_ROOT at import: point it at the project.
+    os.environ.setdefault("CHAINLIT_APP_ROOT", str(PROJECT_ROOT))
+    os.environ.setdefault("VLLM_HOST_IP", "127.0.0.1")
+    setup_logging(settings.server.log_file)
+    metrics = AppMetrics()
+    runtime_box: list[Runtime] = []
+
+    def provide_model(progress: Callable[[str], None]) -> str:
+        path = resolve_model(settings.model, progress)
+        progress("loading the tokenizer")
+        from transformers import AutoTokenizer
+
+        runtime = runtime_box[0]
+        runtime.tokenizer = AutoTokenizer.from_pretrained(path)
+        runtime.generation_defaults = read_generation_defaults(path)
+        return path
+
+    host = EngineHost(provide_model, plan, metrics, max_concurrent=settings.engine.max_concurrent_chats,
+                      max_restarts=settings.engine.max_restarts, start_timeout=settings.engine.engine_start_timeout)
+    watch = GpuMemoryWatch(lambda: gpu_memory_used(plan.gpu)) if plan.gpu else None
+    runtime = Runtime(settings=settings, plan=plan, host=host, metrics=metrics, gpu_memory=watch)
+    runtime_box.append(runtime)
+
+    def on_status(status) -> None:
+        if watch and status.state.value == "ready" and watch.after_load is None:
+            watch.after_load = watch.sample()
+
+    host.add_listener(on_status)
+    return runtime
+
+
+def run_server(runtime: Runtime) -> int:
+    """Serve until SIGINT/SIGTERM; uvicorn then runs our lifespan's shutdown, which stops the engine."""
+    import uvicorn
+
+    from app.server import create_app
+
+    settings = runtime.settings.server
+    app = create_app(runtime)
+    config = uvicorn.Config(app, host=settings.host, port=settings.port, log_level="warning",
+                            root_path=settings.root_path, ws="websockets-sansio", timeout_graceful_shutdown=5)
+    server = uvicorn.Server(config)
+
+    def fatal(line: str) -> None:
+        # The first start failed for good: say it once, then exit non-zero.
+        print(f"error: {line}", flush=True)
+        runtime.exit_code = 1
+        server.should_exit = True
+
+    runtime.host.on_fatal = fatal
+    url = f"http://{settings.host}:{settings.port}{settings.root_path}/"
+    log.info("ernie-chat UI at %s (profile %s; the model loads in the background)", url, runtime.plan.profile)
+    server.run()
+    return runtime.exit_code

@@ -1,0 +1,51 @@
+"""`python launch.py check`: the tutorial's readiness check, against /readyz instead of a log grep."""
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Optional
+
+from app.settings import AppSettings
+
+TIMEOUT_SECONDS = 3.0
+
+
+def last_error_line(log_file: Path) -> Optional[str]:
+    """The last ERROR line of the log, for 'why is it not ready?'."""
+    try:
+        lines = log_file.read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return None
+    for line in reversed(lines):
+        if " ERROR " in line or line.startswith("error:"):
+            return line.strip()
+    return None
+
+
+def run_check(settings: AppSettings) -> int:
+    server = settings.server
+    host = "127.0.0.1" if server.host in ("0.0.0.0", "::") else server.host
+    url = f"http://{host}:{server.port}{server.root_path}/readyz"
+    try:
+        with urllib.request.urlopen(url, timeout=TIMEOUT_SECONDS) as response:
+            body = json.loads(response.read() or b"{}")
+            print(f"ready: {url} ({body.get('detail') or 'engine answers'})")
+            return 0
+    except urllib.error.HTTPError as err:
+        try:
+            body = json.loads(err.read() or b"{}")
+        except ValueError:
+            body = {}
+        state = body.get("state", f"HTTP {err.code}")
+        detail = body.get("detail") or ""
+        message = f"not ready: {state}" + (f" ({detail})" if detail else "")
+    except (urllib.error.URLError, OSError) as err:
+        reason = getattr(err, "reason", err)
+        message = f"not running: nothing answers at {url} ({reason})"
+    error = last_error_line(server.log_file)
+    print(message)
+    if error:
+        print(f"last error in {server.log_file}: {error}")
+    return 1

@@ -1,0 +1,120 @@
+"""Command line: flags generated from the settings fields; bad values become one readable line.
+
+``--x/--no-x`` for booleans (as vLLM does), ``--help`` text from each field's description. Only flags a
+user actually typed are passed on, so environment variables and ``.env`` still apply to the rest.
+"""
+from __future__ import annotations
+
+import argparse
+import types
+import typing
+from dataclasses import dataclass
+from typing import Any, Optional, Sequence
+
+from pydantic import SecretStr, ValidationError
+from pydantic.fields import FieldInfo
+
+from app.errors import SettingsError
+from app.settings import ENV_PREFIX, SETTINGS_CLASSES, AppSettings
+
+_UNSET = object()
+
+
+@dataclass(frozen=True)
+class Command:
+    """What launch.py was asked to do, and with which settings."""
+
+    action: str  # "serve", "print-config" or "check"
+    settings: AppSettings
+    as_json: bool = False
+    assume_gpu: tuple[str, ...] = ()
+
+
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def _base_type(annotation: Any) -> Any:
+    """Strip Optional[...] so argparse sees the value type."""
+    origin = typing.get_origin(annotation)
+    if origin in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(annotation) if a is not type(None)]
+        return args[0] if len(args) == 1 else str
+    return annotation
+
+
+def _add_field(group: argparse._ArgumentGroup, name: str, info: FieldInfo) -> None:
+    kind = _base_type(info.annotation)
+    default = info.default
+    shown = "" if default in (None, "") else f" (default: {default})"
+    help_text = (info.description or "") + shown
+    if kind is bool:
+        group.add_argument(_flag(name), dest=name, action=argparse.BooleanOptionalAction,
+                           default=_UNSET, help=help_text)
+        return
+    kwargs: dict[str, Any] = {"dest": name, "default": _UNSET, "help": help_text, "metavar": name.upper()}
+    if typing.get_origin(kind) is typing.Literal:
+        kwargs["metavar"] = "{" + ",".join(str(c) for c in typing.get_args(kind)) + "}"
+    # Values stay strings here: pydantic converts and validates them, so errors read the same
+    # whether a value came from a flag, the environment or .env.
+    group.add_argument(_flag(name), **kwargs)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python launch.py",
+        description="Chat with ERNIE-4.5-0.3B-PT in your browser; vLLM runs inside this process. "
+        f"Every flag also reads from {ENV_PREFIX}<NAME> and .env.")
+    parser.add_argument("action", nargs="?", choices=["serve", "check"], default="serve",
+                        help="serve (default): start the app. check: is a running app ready? "
+                        "(exit 0 when ready, 1 otherwise, with the state and the log's last error)")
+    parser.add_argument("--print-config", action="store_true",
+                        help="Print the detected card, the profile and every engine argument with its "
+                        "reason, then exit without loading the model.")
+    parser.add_argument("--json", action="store_true", help="With --print-config: print JSON.")
+    parser.add_argument("--assume-gpu", action="append", default=[], metavar="NAME,CC,MEM_GIB[,FREE_GIB]",
+                        help="With --print-config: plan for this card instead of probing "
+                        "(repeat for several), e.g. \"NVIDIA A10,8.6,24\".")
+    for concern, cls in SETTINGS_CLASSES.items():
+        group = parser.add_argument_group(f"{concern} settings")
+        for name, info in cls.model_fields.items():
+            _add_field(group, name, info)
+    return parser
+
+
+def _describe_error(err: dict[str, Any]) -> str:
+    field = str(err["loc"][0]) if err.get("loc") else "?"
+    value = err.get("input")
+    if isinstance(value, SecretStr):
+        value = "***"
+    message = err.get("msg", "invalid")
+    if err.get("type") == "literal_error":
+        message = "must be one of " + message.split("Input should be ", 1)[-1]
+    return (f"invalid setting {_flag(field)} ({ENV_PREFIX}{field.upper()}) = {value!r}: "
+            f"{message[0].lower() + message[1:]}")
+
+
+def load_settings(cli_values: Optional[dict[str, Any]] = None, env_file: Optional[str] = ".env") -> AppSettings:
+    """Build every settings class from CLI values, the environment and .env; one line per bad value."""
+    cli_values = cli_values or {}
+    built: dict[str, Any] = {}
+    problems: list[str] = []
+    for concern, cls in SETTINGS_CLASSES.items():
+        mine = {k: v for k, v in cli_values.items() if k in cls.model_fields}
+        try:
+            built[concern] = cls(_env_file=env_file, **mine)
+        except ValidationError as exc:
+            problems.extend(_describe_error(e) for e in exc.errors())
+    if problems:
+        raise SettingsError("; ".join(problems))
+    return AppSettings(**built)
+
+
+def parse_command(argv: Sequence[str], env_file: Optional[str] = ".env") -> Command:
+    """Parse argv into a Command. Raises SettingsError (one line) for bad values."""
+    args = build_parser().parse_args(list(argv))
+    cli_values = {k: v for k, v in vars(args).items() if v is not _UNSET
+                  and k not in ("action", "print_config", "json", "assume_gpu")}
+    settings = load_settings(cli_values, env_file=env_file)
+    action = "print-config" if args.print_config else args.action
+    return Command(action=action, settings=settings, as_json=args.json, assume_gpu=tuple(args.assume_gpu))

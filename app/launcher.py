@@ -1,0 +1,124 @@
+"""What `python launch.py` does: parse, probe, plan, then print the plan, check a running app, or serve.
+
+Kept out of launch.py so that the spawn start method (vLLM's CPU platform re-imports the main file as
+``__mp_main__``) finds nothing to run there.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import socket
+import sys
+from pathlib import Path
+from typing import Optional, Sequence
+
+from app.cli import Command, parse_command
+from app.errors import ErnieChatError, InsecureBindError, PortInUseError
+from app.hardware import GIB, detect_vllm_build, parse_assumed_gpu, probe_gpus
+from app.profiles import CpuFacts, EnginePlan, ModelShape, plan_engine
+from app.settings import AppSettings
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+log = logging.getLogger("ernie_chat")
+
+
+def cpu_facts() -> CpuFacts:
+    try:
+        flags = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        flags = ""
+    import psutil
+
+    return CpuFacts(has_bf16=("avx512_bf16" in flags or "amx_bf16" in flags),
+                    available_bytes=int(psutil.virtual_memory().available))
+
+
+def model_shape(settings: AppSettings) -> ModelShape:
+    """The local model's config when there is one; else ERNIE-4.5-0.3B's (before the first download)."""
+    config = Path(settings.model.model).expanduser() / "config.json"
+    if config.is_file():
+        return ModelShape.from_config(json.loads(config.read_text()))
+    return ModelShape()
+
+
+def make_plan(command: Command) -> EnginePlan:
+    settings = command.settings
+    if command.assume_gpu:
+        gpus = [parse_assumed_gpu(spec, i) for i, spec in enumerate(command.assume_gpu)]
+    else:
+        gpus = probe_gpus()
+    build = detect_vllm_build()
+    if command.assume_gpu and build.device != "cuda":
+        # Planning for a card we do not have: assume the GPU build users install (requirements.txt).
+        from app.hardware import VllmBuild
+
+        build = VllmBuild(installed=True, version="0.29.0", device="cuda", torch_cuda="13.0")
+    elif not build.installed and command.action == "serve" and not settings.model.remote_url:
+        raise ErnieChatError("vLLM is not installed: pip install -r requirements.txt (NVIDIA GPU) or "
+                             "pip install -r requirements-cpu.txt (no GPU)")
+    return plan_engine(settings.engine, gpus, build, model_shape(settings), cpu_facts())
+
+
+def print_plan(plan: EnginePlan, as_json: bool) -> None:
+    if as_json:
+        print(json.dumps(plan.to_dict(), indent=2, ensure_ascii=False))
+        return
+    gpu = plan.gpu
+    print(f"card:    {gpu.name} (sm{gpu.sm}, {gpu.total_bytes / GIB:.1f} GiB, {gpu.free_bytes / GIB:.1f} GiB free)"
+          if gpu else "card:    none (CPU)")
+    print(f"profile: {plan.profile}   planned memory: {plan.planned_bytes / GIB:.2f} GiB")
+    for name, value in plan.engine_args.items():
+        print(f"  --{name.replace('_', '-')}={value}\n      why: {plan.reasons.get(name, '')}")
+    if "gpu" in plan.reasons:
+        print(f"  gpu: {plan.reasons['gpu']}")
+    for line in plan.warnings:
+        print(f"warning: {line}")
+
+
+def ensure_port_free(host: str, port: int) -> None:
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError as err:
+            raise PortInUseError(f"cannot listen on {host}:{port} ({err.strerror}); another program uses it: "
+                                 f"pick another with --port, or stop it (ss -ltnp | grep :{port})") from None
+
+
+def ensure_safe_exposure(settings: AppSettings) -> None:
+    server = settings.server
+    if server.is_loopback or server.auth_token or server.insecure_no_auth:
+        return
+    raise InsecureBindError(f"--host {server.host} exposes the chat to the network without a password; "
+                            "set --auth-token (or ERNIE_CHAT_AUTH_TOKEN), or pass --insecure-no-auth if you "
+                            "really mean it")
+
+
+def serve(settings: AppSettings, plan: EnginePlan) -> int:
+    from app.app_factory import build_runtime, run_server
+
+    ensure_safe_exposure(settings)
+    ensure_port_free(settings.server.host, settings.server.port)
+    runtime = build_runtime(settings, plan)
+    return run_server(runtime)
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    try:
+        command = parse_command(argv)
+        if command.action == "check":
+            from app.check import run_check
+
+            return run_check(command.settings)
+        plan = make_plan(command)
+        if command.action == "print-config":
+            print_plan(plan, command.as_json)
+            return 0
+        return serve(command.settings, plan)
+    except ErnieChatError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return err.exit_code
+    except KeyboardInterrupt:
+        return 130

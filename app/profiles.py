@@ -1,0 +1,420 @@
+"""Card -> engine arguments: a pure function with a reason for every choice.
+
+``plan_engine(engine_settings, gpus, build, ...)`` reads nothing and starts nothing; it is tested by tables
+of simulated cards (tests/unit/test_profiles.py). The numbers it uses were measured on an H200 with the
+real ERNIE-4.5-0.3B-PT shape (docs/benchmarks.md, ../shared/gpu/README.md):
+weights 0.73 GiB, activations 0.21, non-torch 0.22, CUDA graphs 0.22; KV cache 18.4 KB per token.
+
+The tutorial this project started from gave per-card flags (``tutorial-*`` profiles below reproduce
+them, with a warning on each flag the measurements contradict).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+from typing import Any, Mapping, Optional, Sequence
+
+from app.errors import InsufficientMemoryError, SettingsError, UnsupportedHardwareError
+from app.hardware import GIB, GpuInfo, VllmBuild
+from app.settings import EngineSettings
+
+MIB = 1024**2
+
+
+@dataclass(frozen=True)
+class ModelShape:
+    """What the memory plan needs to know about the model (read from its config.json)."""
+
+    num_layers: int = 18
+    num_kv_heads: int = 2
+    head_dim: int = 128
+    num_params: int = 360_700_000
+    max_position_embeddings: int = 131072
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any]) -> "ModelShape":
+        hidden = int(config["hidden_size"])
+        heads = int(config["num_attention_heads"])
+        layers = int(config["num_hidden_layers"])
+        vocab = int(config["vocab_size"])
+        inter = int(config.get("intermediate_size", 4 * hidden))
+        kv_heads = int(config.get("num_key_value_heads", heads))
+        head_dim = int(config.get("head_dim") or hidden // heads)
+        # Llama-like block: q,o (hidden x heads*head_dim), k,v (hidden x kv_heads*head_dim), 3 MLP mats.
+        per_layer = 2 * hidden * heads * head_dim + 2 * hidden * kv_heads * head_dim + 3 * hidden * inter
+        embeddings = vocab * hidden * (1 if config.get("tie_word_embeddings", True) else 2)
+        return cls(num_layers=layers, num_kv_heads=kv_heads, head_dim=head_dim,
+                   num_params=layers * per_layer + embeddings,
+                   max_position_embeddings=int(config.get("max_position_embeddings", 131072)))
+
+    def kv_bytes_per_token(self, dtype_bytes: int = 2) -> int:
+        """K and V for every layer: 2 * 18 * 2 * 128 * 2 = 18,432 bytes for ERNIE-4.5-0.3B in 16 bit."""
+        return 2 * self.num_layers * self.num_kv_heads * self.head_dim * dtype_bytes
+
+    def weight_bytes(self, dtype_bytes: int = 2) -> int:
+        return self.num_params * dtype_bytes
+
+
+@dataclass(frozen=True)
+class CpuFacts:
+    """What the CPU plan needs: bf16 support (AVX512-BF16 / AMX) and memory."""
+
+    has_bf16: bool = False
+    available_bytes: int = 8 * GIB
+
+
+@dataclass(frozen=True)
+class EnginePlan:
+    """Engine arguments (vLLM's names) with a reason for each, and what the plan expects to use."""
+
+    profile: str
+    device: str  # "cuda" or "cpu"
+    gpu: Optional[GpuInfo]
+    engine_args: dict[str, Any]
+    reasons: dict[str, str]
+    warnings: tuple[str, ...] = ()
+    env: dict[str, str] = field(default_factory=dict)
+    planned_bytes: int = 0  # device memory the plan expects the engine to take
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "gpu": self.gpu.to_dict() if self.gpu else None,
+            "profile": self.profile,
+            "device": self.device,
+            "engine_args": dict(self.engine_args),
+            "reasons": dict(self.reasons),
+            "warnings": list(self.warnings),
+            "env": dict(self.env),
+            "planned_gib": round(self.planned_bytes / GIB, 2),
+        }
+
+
+# Measured on an H200 (../shared/gpu/README.md); the activation peak scales with the batch token budget,
+# which we leave at vLLM's default.
+ACTIVATION_BYTES = int(0.21 * GIB)
+NON_TORCH_BYTES = int(0.22 * GIB)
+CUDA_GRAPH_BYTES = int(0.22 * GIB)
+SAFETY_BYTES = 256 * MIB  # allocator fragmentation and the sampler's buffers
+# Context lengths tried, longest first. A 0.3B chat model gains little past 32k, and every token of
+# context the engine must be able to hold costs 18.4 KB of KV cache.
+CONTEXT_TIERS = (32768, 16384, 8192, 4096, 2048)
+MIN_CONTEXT = 2048
+# A chat in progress rarely holds more than this many tokens; the KV budget lets every allowed chat
+# hold this much at once, or one chat use the whole context.
+TYPICAL_CHAT_TOKENS = 4096
+
+
+def reserve_bytes(gpu: GpuInfo) -> int:
+    """Free memory we leave alone: the desktop and other programs on a workstation card grow."""
+    return max(512 * MIB, int(0.05 * gpu.total_bytes))
+
+
+def _dtype_bytes(kv_cache_dtype: str) -> int:
+    return 1 if kv_cache_dtype.startswith("fp8") else 2
+
+
+def _fixed_bytes(shape: ModelShape, eager: bool, weight_bytes_per_param: int = 2) -> int:
+    return (shape.weight_bytes(weight_bytes_per_param) + ACTIVATION_BYTES + NON_TORCH_BYTES
+            + (0 if eager else CUDA_GRAPH_BYTES) + SAFETY_BYTES)
+
+
+def _kv_tokens(context: int, chats: int) -> int:
+    return max(context, chats * min(context, TYPICAL_CHAT_TOKENS))
+
+
+def _fmt_gib(n: int) -> str:
+    return f"{n / GIB:.2f} GiB"
+
+
+def cuda12_fix(version: str) -> str:
+    """The exact install that brings sm_70 code back: a CUDA 12.9 build of the same vLLM release."""
+    v = version.split("+")[0] or "0.29.0"
+    return (f"pip install 'vllm=={v}' --extra-index-url https://wheels.vllm.ai/{v}/cu129 "
+            "--extra-index-url https://download.pytorch.org/whl/cu129")
+
+
+def choose_gpu(gpus: Sequence[GpuInfo]) -> GpuInfo:
+    """The visible card with the most free memory: a 0.7 GB model gains nothing from splitting."""
+    return max(gpus, key=lambda g: (g.free_bytes, -g.index))
+
+
+def plan_engine(settings: EngineSettings, gpus: Sequence[GpuInfo], build: VllmBuild,
+                shape: ModelShape = ModelShape(), cpu: CpuFacts = CpuFacts()) -> EnginePlan:
+    """Choose vLLM engine arguments for these cards and this vLLM build. Pure: raises, never prints."""
+    if settings.profile.startswith("tutorial-"):
+        if not gpus:
+            raise SettingsError(f"invalid setting --profile = {settings.profile!r}: the tutorial profiles need "
+                                "an NVIDIA card; without one use --profile auto or cpu")
+        return _apply_overrides(plan_tutorial(settings.profile, gpus, build, settings), settings)
+    if settings.profile == "cpu" or not gpus:
+        if build.installed and build.device == "cuda" and not gpus:
+            raise UnsupportedHardwareError(
+                "no NVIDIA GPU found (NVML sees none) and the installed vLLM is the CUDA build; for CPU mode "
+                "install the CPU build: pip install -r requirements-cpu.txt (in a fresh venv)")
+        return _plan_cpu(settings, shape, cpu)
+    return _plan_gpu(settings, gpus, build, shape)
+
+
+def _plan_cpu(settings: EngineSettings, shape: ModelShape, cpu: CpuFacts) -> EnginePlan:
+    args: dict[str, Any] = {}
+    why: dict[str, str] = {}
+    args["dtype"] = settings.dtype or ("bfloat16" if cpu.has_bf16 else "float32")
+    why["dtype"] = ("set by you" if settings.dtype else
+                    "bfloat16: this CPU has AVX512-BF16/AMX" if cpu.has_bf16 else
+                    "float32: this CPU has no bf16 instructions, and vLLM's CPU fp16 path is limited")
+    context = settings.max_model_len or min(8192, shape.max_position_embeddings)
+    args["max_model_len"] = context
+    why["max_model_len"] = ("set by you" if settings.max_model_len else
+                            f"{context} tokens: prompt processing on a CPU is slow, longer chats wait long")
+    seqs = settings.max_num_seqs or settings.max_concurrent_chats
+    args["max_num_seqs"] = seqs
+    why["max_num_seqs"] = "set by you" if settings.max_num_seqs else "= --max-concurrent-chats: the app never runs more at once"
+    kv_bytes = settings.kv_cache_memory_bytes or max(
+        64 * MIB, _kv_tokens(context, seqs) * shape.kv_bytes_per_token(4 if args["dtype"] == "float32" else 2))
+    # Never ask for more than half of what is free: the OS and the browser live here too.
+    if kv_bytes > cpu.available_bytes // 2:
+        raise InsufficientMemoryError(
+            f"KV cache of {_fmt_gib(kv_bytes)} does not fit in half of the {_fmt_gib(cpu.available_bytes)} of free "
+            "RAM; lower --max-model-len or --max-concurrent-chats")
+    args["kv_cache_memory_bytes"] = kv_bytes
+    why["kv_cache_memory_bytes"] = ("set by you" if settings.kv_cache_memory_bytes else
+                                    f"{_fmt_gib(kv_bytes)}: {context} tokens for one chat or "
+                                    f"{TYPICAL_CHAT_TOKENS} for each of {seqs} at once, not a share of RAM")
+    args["enforce_eager"] = True if settings.enforce_eager is None else settings.enforce_eager
+    why["enforce_eager"] = ("set by you" if settings.enforce_eager is not None else
+                            "True on CPU: torch.compile builds C++ with gcc at every cold start (115 s vs 16 s "
+                            "to start on 2 cores, measured here); CUDA graphs do not exist on a CPU")
+    for name in ("gpu_memory_utilization", "kv_cache_dtype"):
+        if getattr(settings, name) is not None:
+            args[name] = getattr(settings, name)
+            why[name] = "set by you"
+    return EnginePlan(profile="cpu", device="cpu", gpu=None, engine_args=args, reasons=why,
+                      planned_bytes=shape.weight_bytes(4 if args["dtype"] == "float32" else 2) + kv_bytes)
+
+
+def _plan_gpu(settings: EngineSettings, gpus: Sequence[GpuInfo], build: VllmBuild,
+              shape: ModelShape) -> EnginePlan:
+    gpu = choose_gpu(gpus)
+    args: dict[str, Any] = {}
+    why: dict[str, str] = {}
+    warnings: list[str] = []
+    env: dict[str, str] = {}
+    if len(gpus) > 1:
+        why["gpu"] = (f"GPU {gpu.index} ({gpu.name}): most free memory of {len(gpus)} visible; one card, no "
+                      "tensor parallelism: a 0.7 GB model only loses speed to cross-GPU traffic")
+        if gpu.index != 0:
+            env["CUDA_VISIBLE_DEVICES"] = gpu.uuid or str(gpu.index)
+    else:
+        why["gpu"] = f"GPU {gpu.index} ({gpu.name}), compute capability {gpu.sm / 10:.1f}"
+
+    if gpu.sm < 70:
+        raise UnsupportedHardwareError(
+            f"{gpu.name} (sm{gpu.sm}) is older than Volta (sm70), which vLLM needs; use --profile cpu, "
+            "or --remote-url to a vLLM server on a newer card")
+    if gpu.sm == 70 and build.installed and build.device == "cuda" and (build.cuda_major or 0) >= 13:
+        raise UnsupportedHardwareError(
+            f"{gpu.name} is sm70 (Volta) and the installed vLLM {build.version} is built with CUDA "
+            f"{build.torch_cuda}, which has no sm_70 code. Install a CUDA 12 build instead: {cuda12_fix(build.version)}")
+    if gpu.sm == 70:
+        warnings.append("sm70 is below vLLM's stated minimum (sm75): runs with a CUDA 12 build on a "
+                        "best-effort basis")
+
+    # dtype: bf16 needs sm80 (vLLM refuses it below); the model was trained in bf16 and fp16 is fine for it.
+    if settings.dtype:
+        args["dtype"] = settings.dtype
+        why["dtype"] = "set by you"
+        if settings.dtype == "bfloat16" and gpu.sm < 80:
+            raise SettingsError(f"invalid setting --dtype = 'bfloat16': {gpu.name} (sm{gpu.sm}) has no bf16; "
+                                "allowed here: float16, float32, auto")
+    elif gpu.sm >= 80:
+        args["dtype"] = "bfloat16"
+        why["dtype"] = f"bfloat16: the model's own dtype, native on sm{gpu.sm}"
+    else:
+        args["dtype"] = "float16"
+        why["dtype"] = f"float16: sm{gpu.sm} has no bf16 (it needs sm80+)"
+
+    # CUDA graphs + torch.compile: 4.5x faster single-stream decode than eager on an H200.
+    eager = bool(settings.enforce_eager)
+    args["enforce_eager"] = eager
+    why["enforce_eager"] = ("set by you (CUDA graphs off: measured 4.5x slower decode)" if eager else
+                            "False: CUDA graphs and torch.compile on; the model is dense (not MoE), graphs "
+                            "work and forcing eager cost 4.5x decode speed on an H200")
+
+    # KV cache dtype: fp16/bf16. fp8 saves nothing measurable for one user of a 0.7 GB model, and cards
+    # without fp8 (below sm89) switch attention backends or fail.
+    kv_dtype = "auto"
+    if settings.kv_cache_dtype and settings.kv_cache_dtype != "auto":
+        if gpu.sm >= 89:
+            kv_dtype = settings.kv_cache_dtype
+            why["kv_cache_dtype"] = f"{kv_dtype}: asked for, and sm{gpu.sm} supports fp8"
+        else:
+            warnings.append(f"--kv-cache-dtype {settings.kv_cache_dtype} ignored: sm{gpu.sm} has no fp8 "
+                            "(needs sm89+); using the model dtype")
+            why["kv_cache_dtype"] = f"auto: fp8 asked for but sm{gpu.sm} lacks it"
+    else:
+        why["kv_cache_dtype"] = ("auto (model dtype): fp8 KV buys nothing measurable for one user of a "
+                                 "0.7 GB model")
+    args["kv_cache_dtype"] = kv_dtype
+    kv_per_token = shape.kv_bytes_per_token(_dtype_bytes(kv_dtype))
+
+    seqs = settings.max_num_seqs or settings.max_concurrent_chats
+    args["max_num_seqs"] = seqs
+    why["max_num_seqs"] = ("set by you" if settings.max_num_seqs else
+                           f"{seqs} = --max-concurrent-chats: the app never sends more at once; fewer "
+                           "sequences also means fewer CUDA graphs to capture at start")
+
+    # Memory: size from FREE memory (another process may hold the card), never a share of the total.
+    usable = gpu.free_bytes - reserve_bytes(gpu)
+    fixed = _fixed_bytes(shape, eager)
+    longest = min(shape.max_position_embeddings, CONTEXT_TIERS[0])
+    minimum = fixed + MIN_CONTEXT * kv_per_token
+    if usable < minimum:
+        raise InsufficientMemoryError(
+            f"GPU {gpu.index} ({gpu.name}) has {_fmt_gib(gpu.free_bytes)} free; the model needs at least "
+            f"{_fmt_gib(minimum + reserve_bytes(gpu))} (weights, runtime, {MIN_CONTEXT} tokens of KV cache and "
+            f"{_fmt_gib(reserve_bytes(gpu))} left for other programs). Close what nvidia-smi shows on that card, "
+            "or use --profile cpu")
+
+    if settings.kv_cache_memory_bytes:
+        kv_bytes = settings.kv_cache_memory_bytes
+        why["kv_cache_memory_bytes"] = "set by you"
+        context = settings.max_model_len or _largest_context(kv_bytes // kv_per_token, longest)
+        why["max_model_len"] = "set by you" if settings.max_model_len else (
+            f"{context}: the longest tier the KV cache you set can hold")
+        if fixed + kv_bytes > usable:
+            raise InsufficientMemoryError(
+                f"--kv-cache-memory-bytes {kv_bytes} ({_fmt_gib(kv_bytes)}) plus the model "
+                f"({_fmt_gib(fixed)}) exceeds the {_fmt_gib(usable)} usable on GPU {gpu.index}; "
+                f"at most {max(0, usable - fixed)} fits")
+    elif settings.gpu_memory_utilization:
+        kv_bytes = 0  # vLLM sizes the cache from the utilization the user chose
+        context = settings.max_model_len or longest
+        why["max_model_len"] = "set by you" if settings.max_model_len else f"{context}"
+    else:
+        chats = settings.max_concurrent_chats
+        if settings.max_model_len:
+            context = settings.max_model_len
+            kv_bytes = _kv_tokens(context, chats) * kv_per_token
+            why["max_model_len"] = "set by you"
+            if fixed + kv_bytes > usable:
+                fits = (usable - fixed) // kv_per_token
+                raise InsufficientMemoryError(
+                    f"--max-model-len {context} with {chats} chats needs {_fmt_gib(fixed + kv_bytes)} on GPU "
+                    f"{gpu.index}, {_fmt_gib(usable)} is usable; at most {fits} tokens of KV cache fit")
+        else:
+            context = next((c for c in CONTEXT_TIERS if c <= longest
+                            and fixed + _kv_tokens(c, chats) * kv_per_token <= usable), MIN_CONTEXT)
+            kv_bytes = _kv_tokens(context, chats) * kv_per_token
+            if fixed + kv_bytes > usable:  # many chats on a small card: keep the context, fewer tokens each
+                kv_bytes = max(context * kv_per_token, usable - fixed)
+            why["max_model_len"] = (f"{context} tokens: the longest of {list(CONTEXT_TIERS)} whose KV cache fits "
+                                    f"the {_fmt_gib(usable)} usable of {_fmt_gib(gpu.free_bytes)} free")
+        why["kv_cache_memory_bytes"] = (
+            f"{_fmt_gib(kv_bytes)} at {kv_per_token / 1000:.1f} KB/token: one chat at the full {context} "
+            f"tokens, or {settings.max_concurrent_chats} chats of {min(context, TYPICAL_CHAT_TOKENS)} tokens at once; "
+            "not 85-90% of the card (the tutorial's 0.9 takes ~127 GiB of an H200)")
+    if settings.max_model_len and context > shape.max_position_embeddings:
+        raise SettingsError(f"invalid setting --max-model-len = {context}: the model supports at most "
+                            f"{shape.max_position_embeddings}")
+    args["max_model_len"] = context
+    if kv_bytes:
+        args["kv_cache_memory_bytes"] = kv_bytes
+
+    planned = fixed + kv_bytes if kv_bytes else int(gpu.total_bytes * settings.gpu_memory_utilization)
+    if settings.gpu_memory_utilization:
+        args["gpu_memory_utilization"] = settings.gpu_memory_utilization
+        why["gpu_memory_utilization"] = "set by you"
+        if settings.gpu_memory_utilization * gpu.total_bytes > gpu.free_bytes:
+            warnings.append(f"--gpu-memory-utilization {settings.gpu_memory_utilization} asks for "
+                            f"{_fmt_gib(int(settings.gpu_memory_utilization * gpu.total_bytes))} but only "
+                            f"{_fmt_gib(gpu.free_bytes)} is free: vLLM will refuse to start")
+    else:
+        # vLLM refuses to start unless free >= utilization * total, even with kv_cache_memory_bytes set;
+        # so ask for exactly the plan, rounded up, and leave the rest of the card alone.
+        util = min(0.95, math.ceil((planned / gpu.total_bytes) * 100 + 1) / 100)
+        args["gpu_memory_utilization"] = util
+        why["gpu_memory_utilization"] = (f"{util}: just the planned {_fmt_gib(planned)}, so vLLM's start-up check "
+                                         "(free >= utilization x total) passes on a card others share")
+    return EnginePlan(profile="auto", device="cuda", gpu=gpu, engine_args=args, reasons=why,
+                      warnings=tuple(warnings), env=env, planned_bytes=planned)
+
+
+def _largest_context(tokens: int, longest: int) -> int:
+    return next((c for c in CONTEXT_TIERS if c <= min(tokens, longest)), max(256, min(tokens, longest)))
+
+
+# The tutorial's lines, as its readers typed them (the flags are the tutorial's; the warnings are ours).
+TUTORIAL_LINES: dict[str, dict[str, Any]] = {
+    "tutorial-a10": {"dtype": "bfloat16", "gpu_memory_utilization": 0.85, "enforce_eager": True,
+                     "kv_cache_dtype": "fp8", "max_model_len": 32768, "max_num_seqs": 12},
+    "tutorial-a100": {"dtype": "bfloat16", "gpu_memory_utilization": 0.9, "enforce_eager": True,
+                      "quantization": "fp8", "kv_cache_dtype": "fp8", "max_model_len": 32768, "max_num_seqs": 12},
+    "tutorial-v100": {"dtype": "bfloat16", "gpu_memory_utilization": 0.85, "enforce_eager": True,
+                      "max_model_len": 32768, "max_num_seqs": 12},
+}
+TUTORIAL_WARNINGS = {
+    "enforce_eager": "enforce_eager=True: the tutorial assumed an MoE model that breaks CUDA graphs; "
+                     "ERNIE-4.5-0.3B is dense and eager mode cost 4.5x decode speed on an H200",
+    "gpu_memory_utilization": "gpu_memory_utilization={v}: reserves {v} of the card (~127 GiB of an H200) for a "
+                              "model that needs ~1.4 GiB plus 18.4 KB/token; fails if another program holds memory",
+    "kv_cache_dtype": "kv_cache_dtype=fp8: no measurable gain for one user; below sm89 it changes the "
+                      "attention backend or fails",
+    "quantization": "quantization=fp8: no measurable gain for a 0.7 GB model; below sm89 it falls back to "
+                    "a weight-only kernel or fails",
+    "dtype": "dtype=bfloat16 on sm{sm}: no bf16 below sm80; vLLM refuses to start",
+}
+
+
+def plan_tutorial(profile: str, gpus: Sequence[GpuInfo], build: VllmBuild,
+                  settings: EngineSettings) -> EnginePlan:
+    """The tutorial's exact flags, with a warning on each one the measurements contradict."""
+    gpu = choose_gpu(gpus)
+    args = dict(TUTORIAL_LINES[profile])
+    reasons = {k: f"the tutorial's {profile.split('-')[1].upper()} line" for k in args}
+    warnings = []
+    for name, value in args.items():
+        template = TUTORIAL_WARNINGS.get(name)
+        if template is None or (name == "dtype" and gpu.sm >= 80):
+            continue
+        warnings.append(template.format(v=value, sm=gpu.sm))
+    if gpu.sm == 70 and (build.cuda_major or 0) >= 13:
+        warnings.append(f"vLLM {build.version} is a CUDA {build.torch_cuda} build: no sm_70 code, it cannot run "
+                        f"on {gpu.name}. Fix: {cuda12_fix(build.version)}")
+    planned = int(gpu.total_bytes * args["gpu_memory_utilization"])
+    return EnginePlan(profile=profile, device="cuda", gpu=gpu, engine_args=args, reasons=reasons,
+                      warnings=tuple(warnings), planned_bytes=planned)
+
+
+def _apply_overrides(plan: EnginePlan, settings: EngineSettings) -> EnginePlan:
+    """Flags the user typed win over a tutorial line."""
+    args, reasons = dict(plan.engine_args), dict(plan.reasons)
+    for name in ("max_model_len", "dtype", "gpu_memory_utilization", "kv_cache_memory_bytes",
+                 "enforce_eager", "kv_cache_dtype", "max_num_seqs"):
+        value = getattr(settings, name)
+        if value is not None:
+            args[name] = value
+            reasons[name] = "set by you"
+    return replace(plan, engine_args=args, reasons=reasons)
+
+
+def with_smaller_kv(plan: EnginePlan, factor: float = 0.5) -> Optional[EnginePlan]:
+    """The same plan with a smaller KV cache, for one retry after an out-of-memory start; None if minimal."""
+    kv = plan.engine_args.get("kv_cache_memory_bytes")
+    context = plan.engine_args.get("max_model_len", MIN_CONTEXT)
+    if not kv or plan.device != "cuda":
+        return None
+    per_token = max(1, kv // max(1, _kv_tokens(context, plan.engine_args.get("max_num_seqs", 1))))
+    smaller = int(kv * factor)
+    new_context = context
+    while new_context > MIN_CONTEXT and new_context * per_token > smaller:
+        new_context //= 2
+    if new_context * per_token > smaller:
+        return None
+    args = {**plan.engine_args, "kv_cache_memory_bytes": smaller, "max_model_len": new_context}
+    reasons = {**plan.reasons, "kv_cache_memory_bytes": f"{_fmt_gib(smaller)}: halved after an out-of-memory start",
+               "max_model_len": f"{new_context}: fits the halved KV cache"}
+    return replace(plan, engine_args=args, reasons=reasons, planned_bytes=plan.planned_bytes - (kv - smaller))
+
+
+__all__ = ["ModelShape", "CpuFacts", "EnginePlan", "plan_engine", "plan_tutorial", "with_smaller_kv",
+           "TUTORIAL_LINES", "cuda12_fix"]

@@ -1,0 +1,95 @@
+"""The web app: our routes first, then Chainlit mounted under them, one process, one port.
+
+Chainlit is mounted into our FastAPI app (``mount_chainlit``) rather than run by ``run_chainlit``: its
+catch-all route would shadow routes added later (Chainlit #1819), and its own lifespan ends in
+``os._exit(0)``, which would orphan vLLM's engine processes. Our lifespan starts the engine in the
+background and shuts it down before the process exits.
+"""
+from __future__ import annotations
+
+import contextlib
+import logging
+import re
+from pathlib import Path
+from typing import AsyncIterator
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse, PlainTextResponse, Response
+from starlette.middleware.base import BaseHTTPMiddleware
+
+from app.engine import EngineState
+from app.runtime import Runtime, set_current_runtime
+
+log = logging.getLogger("ernie_chat.server")
+CHAINLIT_TARGET = str(Path(__file__).with_name("chainlit_app.py"))
+# Chainlit's page pulls Google Fonts and KaTeX CSS from CDNs; offline (dropped packets) the page hangs
+# until they time out. The system font stack is fine, and LaTeX rendering is off in .chainlit/config.toml.
+_CDN_TAGS = re.compile(r'<link[^>]+(fonts\.googleapis\.com|fonts\.gstatic\.com|cdn\.jsdelivr\.net)[^>]*>')
+
+
+def runtime_of(request: Request) -> Runtime:
+    return request.app.state.runtime
+
+
+class OfflinePageMiddleware(BaseHTTPMiddleware):
+    """Strip CDN <link> tags from the HTML page (only text/html GETs; everything else passes untouched)."""
+
+    async def dispatch(self, request: Request, call_next):
+        response = await call_next(request)
+        if request.method != "GET" or not response.headers.get("content-type", "").startswith("text/html"):
+            return response
+        body = b"".join([chunk async for chunk in response.body_iterator])
+        html = _CDN_TAGS.sub("", body.decode("utf-8"))
+        headers = {k: v for k, v in response.headers.items() if k.lower() != "content-length"}
+        return Response(html, status_code=response.status_code, headers=headers, media_type="text/html")
+
+
+def create_app(runtime: Runtime) -> FastAPI:
+    """Build the app: /healthz, /readyz, /metrics, then the Chainlit UI at the root."""
+    set_current_runtime(runtime)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        runtime.host.start_in_background()
+        try:
+            yield
+        finally:
+            log.info("shutting down the engine")
+            await runtime.host.shutdown()
+            log.info("engine shut down")
+
+    app = FastAPI(lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None,
+                  root_path=runtime.settings.server.root_path)
+    app.state.runtime = runtime
+
+    @app.get("/healthz")
+    async def healthz() -> dict:
+        """The process is up (answers at once, even while the model loads)."""
+        return {"status": "ok"}
+
+    @app.get("/readyz")
+    async def readyz(request: Request) -> JSONResponse:
+        """200 only when the engine answers its health check; 503 with the state otherwise."""
+        rt = runtime_of(request)
+        status = rt.host.status.to_dict()
+        if rt.host.status.state is EngineState.READY:
+            problem = await rt.host.health_problem()
+            if problem is None:
+                return JSONResponse({"ready": True, **status})
+            status = {**status, "state": "unhealthy", "detail": problem}
+        return JSONResponse({"ready": False, **status}, status_code=503)
+
+    @app.get("/metrics")
+    async def metrics(request: Request) -> PlainTextResponse:
+        """Prometheus text: vLLM's own series (default registry) and the app's."""
+        from prometheus_client import REGISTRY, generate_latest
+
+        rt = runtime_of(request)
+        body = generate_latest(REGISTRY) + generate_latest(rt.metrics.registry)
+        return PlainTextResponse(body, media_type="text/plain; version=0.0.4")
+
+    from chainlit.utils import mount_chainlit
+
+    mount_chainlit(app, CHAINLIT_TARGET, path="")
+    app.add_middleware(OfflinePageMiddleware)
+    return app

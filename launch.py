@@ -1,0 +1,11 @@
+"""Entry point: `python launch.py [--help]`. Everything happens in app/launcher.py.
+
+The guard matters: vLLM's CPU platform starts its engine with the spawn method, which re-imports this
+file as ``__mp_main__``; nothing may start at import.
+"""
+import sys
+
+if __name__ == "__main__":
+    from app.launcher import main
+
+    sys.exit(main())

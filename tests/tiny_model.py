@@ -1,0 +1,73 @@
+"""Build a tiny random ERNIE-shaped model and tokenizer in seconds: ``python tests/tiny_model.py OUT_DIR``.
+
+Same architecture class as ERNIE-4.5-0.3B-PT (``Ernie4_5ForCausalLM``) with 2 layers, hidden 128 and head_dim 64 (the smallest the CPU attention kernels take), a small
+byte-level BPE tokenizer carrying ERNIE's special tokens, and the real chat template and generation
+defaults (tests/data/ernie-4.5-0.3b, copied from the real model files). About 2 MB; random weights, so
+answers are gibberish, but every code path (templating, streaming, stop, context limits) is the real one.
+"""
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from pathlib import Path
+
+REAL_FILES = Path(__file__).parent / "data" / "ernie-4.5-0.3b"
+# ERNIE's ids for these are fixed (pad/unk 0, bos 1, eos 2); the rest follow.
+SPECIAL_TOKENS = ["<unk>", "<s>", "</s>", "<|begin_of_sentence|>", "<|end_of_sentence|>", "<mask:1>",
+                  "<mask:4>", "<mask:5>", "<mask:6>", "<mask:7>", "<|IMAGE_PLACEHOLDER|>", "<|AUDIO_PLACEHOLDER|>"]
+CORPUS = [
+    "User: Hello, who are you?\nAssistant: I am ERNIE, a helpful assistant.",
+    "Explain quantum entanglement in three sentences, in plain words.",
+    "请用三句话解释量子纠缠，要求通俗易懂。量子纠缠是两个粒子之间的一种特殊联系。",
+    "你好，我是文心一言。今天天气很好，我们去公园散步吧。",
+    "The quick brown fox jumps over the lazy dog. 0123456789 !?.,;:()[]{}<>/\\|@#$%^&*-_+=~`'\"",
+    "Write a short poem about the sea. The waves roll in and out, the gulls cry.",
+]
+
+
+def build_tokenizer(out: Path, vocab_size: int = 1024):
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.BPE(unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=SPECIAL_TOKENS,
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+    tok.train_from_iterator(CORPUS * 20, trainer=trainer)
+    real = json.loads((REAL_FILES / "tokenizer_config.json").read_text())
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tok, bos_token="<s>", eos_token="</s>", unk_token="<unk>", pad_token="<unk>",
+        cls_token="<|begin_of_sentence|>", sep_token="<|end_of_sentence|>", mask_token="<mask:1>",
+        additional_special_tokens=SPECIAL_TOKENS[6:])
+    fast.chat_template = real["chat_template"]
+    fast.save_pretrained(out)
+    return fast
+
+
+def build(out_dir: str | Path, hidden_size: int = 128, layers: int = 2, max_positions: int = 4096) -> Path:
+    """Write the tiny model to out_dir and return it."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    tokenizer = build_tokenizer(out)
+    real = json.loads((REAL_FILES / "config.json").read_text())
+    vocab = ((len(tokenizer) + 63) // 64) * 64
+    config = AutoConfig.for_model(**{
+        **real, "hidden_size": hidden_size, "intermediate_size": hidden_size * 2, "num_hidden_layers": layers,
+        "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 64,
+        "vocab_size": vocab, "max_position_embeddings": max_positions})
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_config(config).to(torch.bfloat16)
+    model.save_pretrained(out)
+    shutil.copy(REAL_FILES / "generation_config.json", out / "generation_config.json")
+    return out
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 2:
+        sys.exit("usage: python tests/tiny_model.py OUT_DIR")
+    print(build(sys.argv[1]))
