@@ -346,11 +346,10 @@ def _largest_context(tokens: int, longest: int) -> int:
 # The tutorial's lines, as its readers typed them (the flags are the tutorial's; the warnings are ours).
 TUTORIAL_LINES: dict[str, dict[str, Any]] = {
     "tutorial-a10": {"dtype": "bfloat16", "gpu_memory_utilization": 0.85, "enforce_eager": True,
-                     "kv_cache_dtype": "fp8", "max_model_len": 32768, "max_num_seqs": 12},
+                     "kv_cache_dtype": "fp8"},
     "tutorial-a100": {"dtype": "bfloat16", "gpu_memory_utilization": 0.9, "enforce_eager": True,
-                      "quantization": "fp8", "kv_cache_dtype": "fp8", "max_model_len": 32768, "max_num_seqs": 12},
-    "tutorial-v100": {"dtype": "bfloat16", "gpu_memory_utilization": 0.85, "enforce_eager": True,
-                      "max_model_len": 32768, "max_num_seqs": 12},
+                      "quantization": "fp8", "kv_cache_dtype": "fp8"},
+    "tutorial-v100": {"dtype": "bfloat16", "gpu_memory_utilization": 0.85, "enforce_eager": True},
 }
 TUTORIAL_WARNINGS = {
     "enforce_eager": "enforce_eager=True: the tutorial assumed an MoE model that breaks CUDA graphs; "

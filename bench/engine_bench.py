@@ -1,0 +1,185 @@
+"""Benchmark the project's own EngineHost per profile: start time, GPU memory, TTFT, decode, aggregate.
+
+    python bench/engine_bench.py --model DIR [--profiles auto,tutorial-a100,...] [--rounds 2] [--out results.jsonl]
+    python bench/engine_bench.py --build-model DIR   # random-weight model of the real ERNIE-4.5-0.3B config
+
+Profiles run interleaved (a, b, c, a, b, c, ...) so drift on a noisy machine hits them alike; compare
+only numbers from one run. Each profile is planned by app.profiles for the card NVML reports, started
+through app.engine.EngineHost (warm-up included), measured, and shut down.
+Token-id prompts and skip_tokenizer_init: speed per token does not depend on the tokenizer.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import statistics
+import sys
+import threading
+import time
+from dataclasses import replace
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from app.engine import EngineHost  # noqa: E402
+from app.hardware import detect_vllm_build, gpu_memory_used, probe_gpus  # noqa: E402
+from app.profiles import ModelShape, plan_engine  # noqa: E402
+from app.settings import EngineSettings  # noqa: E402
+from app.telemetry import AppMetrics  # noqa: E402
+
+REAL_CONFIG = Path(__file__).resolve().parent.parent / "tests" / "data" / "ernie-4.5-0.3b" / "config.json"
+PROMPT_TOKENS = 128
+
+
+def build_real_shaped_model(out: str) -> None:
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    config = AutoConfig.for_model(**json.loads(REAL_CONFIG.read_text()))
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_config(config).to(torch.bfloat16)
+    model.save_pretrained(out)
+    print(f"built {out}: {sum(p.numel() for p in model.parameters()) / 1e6:.1f}M params", flush=True)
+
+
+class PeakSampler:
+    """NVML used memory sampled every 50 ms while generating."""
+
+    def __init__(self, gpu):
+        self.gpu, self.peak, self._stop = gpu, 0, threading.Event()
+
+    def __enter__(self):
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+        return self
+
+    def _run(self):
+        while not self._stop.is_set():
+            self.peak = max(self.peak, gpu_memory_used(self.gpu) or 0)
+            time.sleep(0.05)
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+
+
+async def one_stream(host, vocab, max_tokens, seed):
+    rng = random.Random(seed)
+    prompt = [rng.randrange(10, vocab - 1) for _ in range(PROMPT_TOKENS)]
+    sampling = {"max_tokens": max_tokens, "temperature": 0.0, "ignore_eos": True, "detokenize": False}
+    start = time.perf_counter()
+    first = None
+    tokens = 0
+    async for delta in host.stream(prompt, sampling):
+        if first is None and delta.new_tokens:
+            first = time.perf_counter()
+        tokens += delta.new_tokens
+    end = time.perf_counter()
+    return {"ttft": first - start, "tokens": tokens, "decode_tps": (tokens - 1) / (end - first), "seconds": end - start}
+
+
+async def measure(profile, extra, model_dir, gpus, build, shape, vocab, args):
+    settings = EngineSettings(profile=profile if profile != "auto-64" else "auto",
+                              **({"max_concurrent_chats": 64} if profile == "auto-64" else {}))
+    plan = plan_engine(settings, gpus, build, shape)
+    plan = replace(plan, engine_args={**plan.engine_args, "skip_tokenizer_init": True, **extra})
+    gpu = plan.gpu
+    before = gpu_memory_used(gpu) if gpu else None
+    host = EngineHost(lambda progress: model_dir, plan, AppMetrics(), settings.max_concurrent_chats,
+                      max_restarts=0, start_timeout=args.start_timeout)
+    started = time.perf_counter()
+    host.start_in_background()
+    ok = await host.wait_ready(args.start_timeout)
+    row = {"profile": profile, "engine_args": plan.engine_args, "ok": ok}
+    if not ok:
+        row["error"] = host.status.detail
+        await host.shutdown()
+        return row
+    row["start_s"] = round(time.perf_counter() - started, 1)
+    row["mem_before_gib"] = round((before or 0) / 2**30, 2)
+    row["mem_after_load_gib"] = round((gpu_memory_used(gpu) or 0) / 2**30, 2) if gpu else None
+    with PeakSampler(gpu) if gpu else _null() as sampler:
+        singles = [await one_stream(host, vocab, args.decode_tokens, i) for i in range(args.repeats)]
+        row["ttft_ms"] = round(statistics.median(s["ttft"] for s in singles) * 1000, 1)
+        row["decode_tps"] = round(statistics.median(s["decode_tps"] for s in singles), 1)
+        row["decode_tps_all"] = [round(s["decode_tps"], 1) for s in singles]
+        for n in (12, 64):
+            t0 = time.perf_counter()
+            results = await asyncio.gather(*(one_stream(host, vocab, args.batch_tokens, 1000 + i) for i in range(n)))
+            wall = time.perf_counter() - t0
+            row[f"agg_tps_{n}"] = round(sum(r["tokens"] for r in results) / wall, 1)
+        row["mem_peak_gib"] = round(sampler.peak / 2**30, 2) if gpu else None
+    await host.shutdown()
+    return row
+
+
+class _null:
+    peak = 0
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+async def main_async(args):
+    gpus = probe_gpus()
+    build = detect_vllm_build()
+    config = json.loads((Path(args.model) / "config.json").read_text())
+    shape = ModelShape.from_config(config)
+    vocab = int(config["vocab_size"])
+    out = open(args.out, "a") if args.out else None
+    meta = {"date": time.strftime("%Y-%m-%d"), "gpu": gpus[0].to_dict() if gpus else "cpu",
+            "vllm": build.version, "torch_cuda": build.torch_cuda}
+    try:
+        import torch
+
+        meta["torch"] = torch.__version__
+    except ImportError:
+        pass
+    print(json.dumps(meta), flush=True)
+    if out:
+        out.write(json.dumps({"meta": meta}) + "\n")
+    profiles = args.profiles.split(",")
+    seen: set[str] = set()
+    for rnd in range(args.rounds):
+        for profile in profiles:
+            if rnd > 0 and profile in args.once.split(","):
+                continue
+            row = await measure(profile, {}, args.model, gpus, build, shape, vocab, args)
+            row["round"] = rnd
+            row["compile_cache"] = "n/a (eager)" if row.get("engine_args", {}).get("enforce_eager") else (
+                "warm" if any(p in seen for p in ("auto", "auto-64")) else "cold")
+            if not row.get("engine_args", {}).get("enforce_eager"):
+                seen.add(profile)
+            print(json.dumps(row), flush=True)
+            if out:
+                out.write(json.dumps(row) + "\n")
+                out.flush()
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model")
+    parser.add_argument("--build-model")
+    parser.add_argument("--profiles", default="auto,tutorial-a100,tutorial-a10,tutorial-v100")
+    parser.add_argument("--once", default="", help="profiles to run in the first round only")
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--repeats", type=int, default=3, help="single-stream answers per profile")
+    parser.add_argument("--decode-tokens", type=int, default=256)
+    parser.add_argument("--batch-tokens", type=int, default=128)
+    parser.add_argument("--start-timeout", type=float, default=240)
+    parser.add_argument("--out")
+    args = parser.parse_args()
+    if args.build_model:
+        build_real_shaped_model(args.build_model)
+    if args.model:
+        asyncio.run(main_async(args))
+
+
+if __name__ == "__main__":
+    main()
