@@ -233,6 +233,10 @@ def _plan_gpu(settings: EngineSettings, gpus: Sequence[GpuInfo], build: VllmBuil
         args["dtype"] = "float16"
         why["dtype"] = f"float16: sm{gpu.sm} has no bf16 (it needs sm80+)"
 
+    # Attention backend: vLLM picks FlashAttention on sm80+ and its Triton/Flex fallback below; both are
+    # right for this model, so we never force one (forcing one is how fp8 set-ups break on older cards).
+    why["attention_backend"] = ("left to vLLM: FlashAttention on sm80+" if gpu.sm >= 80 else
+                                f"left to vLLM: FlashAttention needs sm80, vLLM falls back by itself on sm{gpu.sm}")
     # CUDA graphs + torch.compile: 4.5x faster single-stream decode than eager on an H200.
     eager = bool(settings.enforce_eager)
     args["enforce_eager"] = eager
@@ -302,11 +306,15 @@ def _plan_gpu(settings: EngineSettings, gpus: Sequence[GpuInfo], build: VllmBuil
                     f"--max-model-len {context} with {chats} chats needs {_fmt_gib(fixed + kv_bytes)} on GPU "
                     f"{gpu.index}, {_fmt_gib(usable)} is usable; at most {fits} tokens of KV cache fit")
         else:
-            context = next((c for c in CONTEXT_TIERS if c <= longest
-                            and fixed + _kv_tokens(c, chats) * kv_per_token <= usable), MIN_CONTEXT)
-            kv_bytes = _kv_tokens(context, chats) * kv_per_token
-            if fixed + kv_bytes > usable:  # many chats on a small card: keep the context, fewer tokens each
-                kv_bytes = max(context * kv_per_token, usable - fixed)
+            tiers = [c for c in CONTEXT_TIERS if c <= longest]
+            context = next((c for c in tiers if fixed + _kv_tokens(c, chats) * kv_per_token <= usable), 0)
+            if context:
+                kv_bytes = _kv_tokens(context, chats) * kv_per_token
+            else:
+                # A crowded card: the longest context that fits alone; the chats share what is left
+                # (paged attention gives each chat only the blocks it uses).
+                context = next((c for c in tiers if fixed + c * kv_per_token <= usable), MIN_CONTEXT)
+                kv_bytes = usable - fixed
             why["max_model_len"] = (f"{context} tokens: the longest of {list(CONTEXT_TIERS)} whose KV cache fits "
                                     f"the {_fmt_gib(usable)} usable of {_fmt_gib(gpu.free_bytes)} free")
         why["kv_cache_memory_bytes"] = (

@@ -1,0 +1,67 @@
+"""Shared fixtures. Every test runs with ERNIE_CHAT_* variables removed and in a temp working directory,
+so a developer's .env or environment cannot change what a test sees (simonw/llm's isolation)."""
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+
+@pytest.fixture(autouse=True)
+def isolated_env(monkeypatch, tmp_path_factory):
+    for key in list(os.environ):
+        if key.startswith("ERNIE_CHAT_"):
+            monkeypatch.delenv(key, raising=False)
+    yield
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(tmp_path_factory) -> Path:
+    """The tiny random ERNIE-shaped model, built once per test session (a few seconds)."""
+    from tests.tiny_model import build
+
+    return build(tmp_path_factory.mktemp("tiny-ernie"))
+
+
+@pytest.fixture(scope="session")
+def caller_loop():
+    """An event loop in a thread that plays the web server's loop for engine tests."""
+    from app.engine import LoopThread
+
+    thread = LoopThread("test-caller-loop")
+    yield thread
+    thread.stop()
+
+
+@pytest.fixture(scope="session")
+def engine_host(tiny_model_dir, caller_loop):
+    """One real vLLM CPU engine (tiny model) for the whole session, through the app's own EngineHost."""
+    from transformers import AutoTokenizer
+
+    from app.engine import EngineHost
+    from app.hardware import VllmBuild
+    from app.profiles import ModelShape, plan_engine
+    from app.settings import EngineSettings
+    from app.telemetry import AppMetrics
+    import json
+
+    os.environ.setdefault("VLLM_HOST_IP", "127.0.0.1")
+    shape = ModelShape.from_config(json.loads((tiny_model_dir / "config.json").read_text()))
+    plan = plan_engine(EngineSettings(max_model_len=1024, max_concurrent_chats=4), [],
+                       VllmBuild(True, "0.29.0", "cpu"), shape)
+    host = EngineHost(lambda progress: str(tiny_model_dir), plan, AppMetrics(), max_concurrent=4,
+                      health_interval=0.5)
+
+    async def start():
+        host.start_in_background()
+        return await host.wait_ready(300)
+
+    assert caller_loop.submit(start()).result(330), host.status.detail
+    host.tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
+    yield host
+    caller_loop.submit(host.shutdown()).result(60)

@@ -1,0 +1,216 @@
+"""The card -> engine-arguments rules on simulated cards, as NVML would report them."""
+import json
+import subprocess
+import sys
+
+import pytest
+
+from app.errors import InsufficientMemoryError, SettingsError, UnsupportedHardwareError
+from app.hardware import GIB, GpuInfo, VllmBuild, parse_assumed_gpu, select_visible
+from app.profiles import (TUTORIAL_LINES, CpuFacts, ModelShape, plan_engine, reserve_bytes,
+                          with_smaller_kv)
+from app.settings import EngineSettings
+from tests.conftest import ROOT
+
+CUDA13 = VllmBuild(installed=True, version="0.29.0", device="cuda", torch_cuda="13.0")
+CUDA12 = VllmBuild(installed=True, version="0.29.0+cu129", device="cuda", torch_cuda="12.9")
+CPU_BUILD = VllmBuild(installed=True, version="0.29.0", device="cpu")
+ERNIE = ModelShape()
+
+
+def card(name, cc, total_gib, free_gib=None, index=0, uuid=""):
+    major, minor = (int(x) for x in cc.split("."))
+    total = int(total_gib * GIB)
+    free = int((free_gib if free_gib is not None else total_gib * 0.97) * GIB)
+    return GpuInfo(index=index, name=name, compute_capability=(major, minor), total_bytes=total,
+                   free_bytes=free, uuid=uuid)
+
+
+# name, cc, total GiB (NVML), free GiB, expected dtype, expected max_model_len
+CARDS = [
+    ("Tesla T4", "7.5", 15.0, 14.6, "float16", 32768),
+    ("NVIDIA GeForce RTX 2080 Ti", "7.5", 11.0, 10.2, "float16", 32768),
+    ("NVIDIA A100-SXM4-40GB", "8.0", 40.0, 39.4, "bfloat16", 32768),
+    ("NVIDIA A100-SXM4-80GB", "8.0", 80.0, 79.2, "bfloat16", 32768),
+    ("NVIDIA A30", "8.0", 24.0, 23.5, "bfloat16", 32768),
+    ("NVIDIA A10", "8.6", 22.5, 22.1, "bfloat16", 32768),
+    ("NVIDIA GeForce RTX 3060", "8.6", 12.0, 11.0, "bfloat16", 32768),
+    ("NVIDIA A40", "8.6", 45.0, 44.3, "bfloat16", 32768),
+    ("NVIDIA L4", "8.9", 22.5, 22.0, "bfloat16", 32768),
+    ("NVIDIA GeForce RTX 4090", "8.9", 24.0, 20.5, "bfloat16", 32768),
+    ("NVIDIA GeForce RTX 4060 Laptop GPU", "8.9", 8.0, 6.9, "bfloat16", 32768),
+    ("NVIDIA L40S", "8.9", 45.0, 44.4, "bfloat16", 32768),
+    ("NVIDIA H100 80GB HBM3", "9.0", 79.6, 79.1, "bfloat16", 32768),
+    ("NVIDIA H200", "9.0", 140.4, 139.8, "bfloat16", 32768),
+    ("NVIDIA H20", "9.0", 95.6, 95.0, "bfloat16", 32768),
+    ("NVIDIA GH200 480GB", "9.0", 95.0, 94.5, "bfloat16", 32768),
+    ("NVIDIA B200", "10.0", 179.0, 178.0, "bfloat16", 32768),
+    ("NVIDIA GeForce RTX 5090", "12.0", 31.8, 30.0, "bfloat16", 32768),
+    ("NVIDIA GeForce RTX 3050 (shared)", "8.6", 8.0, 2.4, "bfloat16", 16384),
+    ("NVIDIA T4 (busy)", "7.5", 15.0, 2.5, "float16", 8192),
+]
+
+
+@pytest.mark.parametrize("name, cc, total, free, dtype, context", CARDS, ids=[c[0] for c in CARDS])
+def test_auto_plan_per_card(name, cc, total, free, dtype, context):
+    gpu = card(name, cc, total, free)
+    plan = plan_engine(EngineSettings(), [gpu], CUDA13, ERNIE)
+    args = plan.engine_args
+    assert args["dtype"] == dtype
+    assert args["enforce_eager"] is False, "CUDA graphs stay on: the model is dense"
+    assert args["kv_cache_dtype"] == "auto"
+    assert args["max_num_seqs"] == 12
+    assert args["max_model_len"] == context
+    # The KV cache is what chats need, never a share of the card...
+    assert args["kv_cache_memory_bytes"] >= context * ERNIE.kv_bytes_per_token()
+    assert args["kv_cache_memory_bytes"] <= 1 * GIB
+    # ...the whole plan fits the FREE memory with room left for others...
+    assert plan.planned_bytes <= gpu.free_bytes - reserve_bytes(gpu)
+    # ...and vLLM's start check (free >= utilization * total) passes.
+    assert args["gpu_memory_utilization"] * gpu.total_bytes <= gpu.free_bytes
+    assert args["gpu_memory_utilization"] < 0.85
+    for key in ("dtype", "enforce_eager", "kv_cache_memory_bytes", "max_model_len", "max_num_seqs",
+                "gpu_memory_utilization", "attention_backend"):
+        assert plan.reasons[key], key
+
+
+def test_h200_auto_stays_under_5_gib():
+    plan = plan_engine(EngineSettings(), [card("NVIDIA H200", "9.0", 140.4, 139.8)], CUDA13, ERNIE)
+    assert plan.planned_bytes < 5 * GIB
+
+
+def test_v100_refused_on_cuda13_with_the_fix():
+    with pytest.raises(UnsupportedHardwareError) as info:
+        plan_engine(EngineSettings(), [card("Tesla V100-SXM2-16GB", "7.0", 16)], CUDA13, ERNIE)
+    msg = str(info.value)
+    assert "sm_70" in msg and "CUDA 13.0" in msg and "cu129" in msg and "pip install" in msg
+
+
+def test_v100_runs_fp16_on_a_cuda12_build():
+    plan = plan_engine(EngineSettings(), [card("Tesla V100-SXM2-32GB", "7.0", 32)], CUDA12, ERNIE)
+    assert plan.engine_args["dtype"] == "float16"
+    assert plan.engine_args["enforce_eager"] is False
+    assert any("sm75" in w for w in plan.warnings)
+
+
+def test_pre_volta_refused():
+    with pytest.raises(UnsupportedHardwareError, match="older than Volta"):
+        plan_engine(EngineSettings(), [card("NVIDIA GeForce GTX 1080", "6.1", 8)], CUDA13, ERNIE)
+
+
+def test_bf16_asked_on_turing_is_refused_with_the_allowed_values():
+    with pytest.raises(SettingsError, match="--dtype = 'bfloat16'.*float16"):
+        plan_engine(EngineSettings(dtype="bfloat16"), [card("Tesla T4", "7.5", 15)], CUDA13, ERNIE)
+
+
+def test_fp8_kv_only_where_supported_and_asked():
+    l4 = plan_engine(EngineSettings(kv_cache_dtype="fp8"), [card("NVIDIA L4", "8.9", 22.5)], CUDA13, ERNIE)
+    assert l4.engine_args["kv_cache_dtype"] == "fp8"
+    a10 = plan_engine(EngineSettings(kv_cache_dtype="fp8"), [card("NVIDIA A10", "8.6", 22.5)], CUDA13, ERNIE)
+    assert a10.engine_args["kv_cache_dtype"] == "auto"
+    assert any("fp8" in w and "sm86" in w for w in a10.warnings)
+
+
+def test_too_little_free_memory_is_one_clear_line():
+    with pytest.raises(InsufficientMemoryError) as info:
+        plan_engine(EngineSettings(), [card("NVIDIA A10", "8.6", 22.5, free_gib=1.0)], CUDA13, ERNIE)
+    assert "1.00 GiB free" in str(info.value) and "nvidia-smi" in str(info.value)
+
+
+def test_user_overrides_win_and_are_checked():
+    gpu = card("NVIDIA A10", "8.6", 22.5)
+    plan = plan_engine(EngineSettings(max_model_len=8192, enforce_eager=True, max_num_seqs=4), [gpu], CUDA13, ERNIE)
+    assert plan.engine_args["max_model_len"] == 8192 and plan.engine_args["enforce_eager"] is True
+    assert plan.engine_args["max_num_seqs"] == 4
+    assert plan.reasons["max_model_len"] == "set by you"
+    with pytest.raises(InsufficientMemoryError, match="kv-cache-memory-bytes"):
+        plan_engine(EngineSettings(kv_cache_memory_bytes=40 * GIB), [gpu], CUDA13, ERNIE)
+
+
+def test_more_chats_get_more_kv():
+    gpu = card("NVIDIA H200", "9.0", 140.4)
+    small = plan_engine(EngineSettings(max_concurrent_chats=12), [gpu], CUDA13, ERNIE)
+    big = plan_engine(EngineSettings(max_concurrent_chats=64), [gpu], CUDA13, ERNIE)
+    assert big.engine_args["kv_cache_memory_bytes"] > small.engine_args["kv_cache_memory_bytes"]
+    assert big.engine_args["max_num_seqs"] == 64
+
+
+def test_multi_gpu_host_picks_the_card_with_most_free_memory():
+    gpus = [card("NVIDIA A100-SXM4-80GB", "8.0", 80, 5, index=0, uuid="GPU-aaa"),
+            card("NVIDIA A100-SXM4-80GB", "8.0", 80, 70, index=1, uuid="GPU-bbb")]
+    plan = plan_engine(EngineSettings(), gpus, CUDA13, ERNIE)
+    assert plan.gpu.index == 1
+    assert plan.env == {"CUDA_VISIBLE_DEVICES": "GPU-bbb"}
+    assert "tensor parallelism" in plan.reasons["gpu"]
+
+
+def test_cuda_visible_devices_is_honoured():
+    gpus = [card("A", "8.0", 80, index=0, uuid="GPU-a"), card("B", "8.6", 24, index=1, uuid="GPU-b"),
+            card("C", "8.9", 24, index=2, uuid="GPU-c")]
+    assert [g.name for g in select_visible(gpus, {"CUDA_VISIBLE_DEVICES": "2,0"})] == ["C", "A"]
+    assert [g.index for g in select_visible(gpus, {"CUDA_VISIBLE_DEVICES": "2,0"})] == [0, 1]
+    assert [g.name for g in select_visible(gpus, {"CUDA_VISIBLE_DEVICES": "GPU-b"})] == ["B"]
+    assert select_visible(gpus, {"CUDA_VISIBLE_DEVICES": ""}) == []
+    assert [g.name for g in select_visible(gpus, {"CUDA_VISIBLE_DEVICES": "1,7,0"})] == ["B"]
+    assert len(select_visible(gpus, {})) == 3
+
+
+def test_no_gpu_uses_the_cpu_build_or_says_what_to_install():
+    plan = plan_engine(EngineSettings(), [], CPU_BUILD, ERNIE, CpuFacts(has_bf16=True, available_bytes=16 * GIB))
+    assert plan.device == "cpu" and plan.engine_args["dtype"] == "bfloat16"
+    assert plan.engine_args["enforce_eager"] is True
+    with pytest.raises(UnsupportedHardwareError, match="requirements-cpu.txt"):
+        plan_engine(EngineSettings(), [], CUDA13, ERNIE)
+
+
+@pytest.mark.parametrize("profile", sorted(TUTORIAL_LINES))
+def test_tutorial_profiles_reproduce_the_flags_and_warn(profile):
+    plan = plan_engine(EngineSettings(profile=profile), [card("NVIDIA A10", "8.6", 22.5)], CUDA13, ERNIE)
+    assert plan.engine_args == TUTORIAL_LINES[profile]
+    assert any("enforce_eager" in w and "4.5x" in w for w in plan.warnings)
+    assert any("gpu_memory_utilization" in w for w in plan.warnings)
+
+
+def test_tutorial_v100_on_a_v100_warns_about_bf16_and_cuda13():
+    plan = plan_engine(EngineSettings(profile="tutorial-v100"), [card("Tesla V100", "7.0", 16)], CUDA13, ERNIE)
+    assert any("no bf16 below sm80" in w for w in plan.warnings)
+    assert any("sm_70" in w and "cu129" in w for w in plan.warnings)
+
+
+def test_smaller_kv_retry_halves_the_budget():
+    plan = plan_engine(EngineSettings(), [card("NVIDIA A10", "8.6", 22.5)], CUDA13, ERNIE)
+    smaller = with_smaller_kv(plan)
+    assert smaller.engine_args["kv_cache_memory_bytes"] == plan.engine_args["kv_cache_memory_bytes"] // 2
+    assert smaller.engine_args["max_model_len"] * ERNIE.kv_bytes_per_token() <= smaller.engine_args["kv_cache_memory_bytes"]
+
+
+def test_model_shape_from_the_real_config():
+    config = json.loads((ROOT / "tests/data/ernie-4.5-0.3b/config.json").read_text())
+    shape = ModelShape.from_config(config)
+    assert shape.kv_bytes_per_token() == 18432
+    assert abs(shape.num_params - 360.7e6) < 1e6
+
+
+def test_assume_gpu_parsing():
+    gpu = parse_assumed_gpu("NVIDIA A10,8.6,24")
+    assert gpu.sm == 86 and gpu.total_bytes == 24 * GIB
+    with pytest.raises(SettingsError, match="NAME,CC,MEM_GIB"):
+        parse_assumed_gpu("A10")
+
+
+@pytest.mark.parametrize("spec", ["NVIDIA A10,8.6,24", "Tesla T4,7.5,16", "NVIDIA H200,9.0,141"])
+def test_print_config_json_without_loading_a_model(spec):
+    out = subprocess.run([sys.executable, "launch.py", "--print-config", "--json", "--assume-gpu", spec],
+                         cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)
+    assert set(data) >= {"gpu", "profile", "engine_args", "reasons"}
+    assert data["engine_args"]["enforce_eager"] is False
+    assert data["engine_args"]["kv_cache_memory_bytes"] < 0.85 * data["gpu"]["total_bytes"] / 10
+    assert all(data["reasons"][k] for k in data["engine_args"])
+
+
+def test_print_config_v100_says_what_to_install():
+    out = subprocess.run([sys.executable, "launch.py", "--print-config", "--assume-gpu", "Tesla V100,7.0,16"],
+                         cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2 and "cu129" in out.stderr and "Traceback" not in out.stderr
