@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 from typing import Callable
 
 from app.engine import EngineHost
@@ -70,5 +71,14 @@ def run_server(runtime: Runtime) -> int:
     runtime.host.on_fatal = fatal
     url = f"http://{settings.host}:{settings.port}{settings.root_path}/"
     log.info("ernie-chat UI at %s (profile %s; the model loads in the background)", url, runtime.plan.profile)
-    server.run()
+    # uvicorn shuts down gracefully on SIGINT/SIGTERM (our lifespan stops the engine), then re-raises the
+    # signal; by then all is clean, so turn that into a normal exit instead of a traceback or -15.
+    def interrupted(signum, frame):
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, interrupted)
+    try:
+        server.run()
+    except KeyboardInterrupt:
+        pass
     return runtime.exit_code

@@ -77,9 +77,24 @@ def status_markdown(rt: Runtime, language: str) -> str:
 
 async def show_status(rt: Runtime) -> None:
     language = _language()
-    text = cl.Text(name="status", content=status_markdown(rt, language), display="side")
+    text = cl.Text(name=t(language, "status_title"), content=status_markdown(rt, language), display="side")
     await cl.ElementSidebar.set_title(t(language, "status_title"))
     await cl.ElementSidebar.set_elements([text], key=f"status-{time.monotonic_ns()}")
+
+
+STATUS_REFRESH_SECONDS = 1.0
+
+
+async def keep_status_fresh(rt: Runtime) -> None:
+    """Redraw the status panel whenever the engine state changes (loading -> ready, restarts)."""
+    shown = None
+    while True:
+        status = rt.host.status
+        current = (status.state, status.detail, status.restarts)
+        if current != shown:
+            shown = current
+            await show_status(rt)
+        await asyncio.sleep(STATUS_REFRESH_SECONDS)
 
 
 async def _wait_until_ready(rt: Runtime, language: str) -> Optional[str]:
@@ -204,8 +219,9 @@ async def answer(rt: Runtime, user_text: str) -> None:
         if outcome == "done":
             decode = time.perf_counter() - (first_token_at or started)
             values = stats_line_values(tokens, (first_token_at - started) if first_token_at else None, decode)
-            reply.content = answer_text + "\n\n`" + t(language, "stats", **values) + "`"
-            await reply.send() if not reply.id or not parts else await reply.update()
+            reply.content = answer_text + "\n\n`" + t(language, "stats", prompt=len(fitted.token_ids), **values) + "`"
+            # stream_token sent the message with the first piece; an empty answer was never sent.
+            await (reply.update() if parts else reply.send())
             if rt.gpu_memory:
                 rt.gpu_memory.sample()
         elif parts:
@@ -245,7 +261,14 @@ def install() -> None:
                    initial=defaults["max_tokens"], min=16, max=_max_tokens_cap(rt), step=16),
         ]).send()
         cl.user_session.set("chat_settings", settings)
-        await show_status(rt)
+        # Runs in this chat's context, so it draws into this chat's panel; ends with the chat.
+        cl.user_session.set("status_task", asyncio.create_task(keep_status_fresh(rt)))
+
+    @cl.on_chat_end
+    async def on_chat_end() -> None:
+        task = cl.user_session.get("status_task")
+        if task:
+            task.cancel()
 
     @cl.on_settings_update
     async def on_settings_update(settings: dict[str, Any]) -> None:

@@ -16,7 +16,7 @@ STRINGS: dict[str, dict[str, str]] = {
         "engine_died": "The engine stopped unexpectedly ({detail}). It is restarting; your chat is kept. "
                        "Send your message again in a moment.",
         "stopped": "Stopped.",
-        "stats": "{tokens} tokens · first token {ttft:.2f} s · {tps:.1f} tokens/s",
+        "stats": "prompt {prompt} tokens · answer {tokens} tokens · first token {ttft:.2f} s · {tps:.1f} tokens/s",
         "settings_fixed": "Setting {name} = {value} is outside {low}..{high}; using {used}.",
         "status_title": "Status",
         "sanitized": "Control characters were removed from your message.",
@@ -32,7 +32,7 @@ STRINGS: dict[str, dict[str, str]] = {
         "failed": "模型无法启动：{detail}。对话已保留；详情见日志文件。",
         "engine_died": "推理引擎意外停止（{detail}），正在重启；对话已保留。请稍后重新发送。",
         "stopped": "已停止。",
-        "stats": "{tokens} 个 token · 首 token {ttft:.2f} 秒 · {tps:.1f} token/秒",
+        "stats": "提示 {prompt} 个 token · 回答 {tokens} 个 token · 首 token {ttft:.2f} 秒 · {tps:.1f} token/秒",
         "settings_fixed": "设置 {name} = {value} 超出范围 {low}..{high}；已使用 {used}。",
         "status_title": "状态",
         "sanitized": "已移除消息中的控制字符。",

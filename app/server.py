@@ -8,6 +8,7 @@ background and shuts it down before the process exits.
 from __future__ import annotations
 
 import contextlib
+import gzip
 import logging
 import re
 from pathlib import Path
@@ -39,8 +40,11 @@ class OfflinePageMiddleware(BaseHTTPMiddleware):
         if request.method != "GET" or not response.headers.get("content-type", "").startswith("text/html"):
             return response
         body = b"".join([chunk async for chunk in response.body_iterator])
+        if response.headers.get("content-encoding") == "gzip":  # Chainlit gzips its page
+            body = gzip.decompress(body)
         html = _CDN_TAGS.sub("", body.decode("utf-8"))
-        headers = {k: v for k, v in response.headers.items() if k.lower() != "content-length"}
+        headers = {k: v for k, v in response.headers.items()
+                   if k.lower() not in ("content-length", "content-encoding")}
         return Response(html, status_code=response.status_code, headers=headers, media_type="text/html")
 
 

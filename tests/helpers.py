@@ -1,0 +1,130 @@
+"""Start `python launch.py` as a subprocess on a free port, poll it, stop it, and find its children
+(the pattern of vLLM's RemoteOpenAIServer: fail fast if the process dies, kill children at teardown)."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Optional
+
+import psutil
+
+ROOT = Path(__file__).resolve().parent.parent
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def get(url: str, timeout: float = 3.0, headers: Optional[dict] = None) -> tuple[int, str]:
+    request = urllib.request.Request(url, headers=headers or {})
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as r:
+            return r.status, r.read().decode()
+    except urllib.error.HTTPError as err:
+        return err.code, err.read().decode()
+
+
+class LaunchedApp:
+    def __init__(self, model_dir: Path, tmp: Path, *extra: str, env: Optional[dict] = None) -> None:
+        self.port = free_port()
+        self.log_file = tmp / "llm.log"
+        self.stdout = open(tmp / "stdout.txt", "w+")
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.args = ["--model", str(model_dir), "--port", str(self.port), "--log-file", str(self.log_file), *extra]
+        full_env = {**os.environ, "VLLM_HOST_IP": "127.0.0.1", **(env or {})}
+        self.started = time.time()
+        self.proc = subprocess.Popen([sys.executable, "launch.py", *self.args], cwd=ROOT, env=full_env,
+                                     stdout=self.stdout, stderr=subprocess.STDOUT)
+
+    def output(self) -> str:
+        self.stdout.flush()
+        return Path(self.stdout.name).read_text(errors="replace")
+
+    def wait_http(self, timeout: float = 30) -> float:
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"launch.py exited {self.proc.returncode}:\n{self.output()[-3000:]}")
+            try:
+                if get(self.url + "/healthz", 1)[0] == 200:
+                    return time.time() - self.started
+            except OSError:
+                pass
+            time.sleep(0.1)
+        raise TimeoutError("no HTTP answer")
+
+    def readyz(self) -> tuple[int, dict]:
+        code, body = get(self.url + "/readyz")
+        return code, json.loads(body)
+
+    def wait_ready(self, timeout: float = 300) -> float:
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"launch.py exited {self.proc.returncode}:\n{self.output()[-3000:]}")
+            try:
+                if self.readyz()[0] == 200:
+                    return time.time() - self.started
+            except OSError:
+                pass
+            time.sleep(0.25)
+        raise TimeoutError(f"not ready:\n{self.output()[-3000:]}")
+
+    def descendants(self) -> list[int]:
+        try:
+            return [p.pid for p in psutil.Process(self.proc.pid).children(recursive=True)]
+        except psutil.NoSuchProcess:
+            return []
+
+    def check(self) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "launch.py", "check", "--port", str(self.port),
+                               "--log-file", str(self.log_file), *self._root_path_args()],
+                              cwd=ROOT, capture_output=True, text=True, timeout=60)
+
+    def _root_path_args(self) -> list[str]:
+        if "--root-path" in self.args:
+            return ["--root-path", self.args[self.args.index("--root-path") + 1]]
+        return []
+
+    def stop(self, sig: int = signal.SIGINT, timeout: float = 30) -> float:
+        start = time.time()
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.kill()
+        return time.time() - start
+
+    def kill(self) -> None:
+        for pid in self.descendants():
+            try:
+                psutil.Process(pid).kill()
+            except psutil.NoSuchProcess:
+                pass
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+
+
+def metric_value(text: str, name: str) -> float:
+    """Sum of a Prometheus series' samples (all labels)."""
+    total, found = 0.0, False
+    for line in text.splitlines():
+        if line.startswith(name + "{") or line.startswith(name + " "):
+            total += float(line.rsplit(" ", 1)[1])
+            found = True
+    if not found:
+        raise KeyError(name)
+    return total

@@ -1,0 +1,91 @@
+"""`python launch.py` as a user runs it: real Chainlit server, real CPU engine, tiny model."""
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import psutil
+import pytest
+
+from tests.helpers import CHROMIUM_ARGS, ROOT, LaunchedApp, free_port, get, metric_value
+
+pytestmark = pytest.mark.timeout(600)
+
+
+def test_lifecycle_loading_ready_check_metrics_and_clean_exit(tiny_model_dir, tmp_path):
+    """HTTP within 3 s, loading shown in the page, ready + marker, check in all three states, SIGINT exit."""
+    from playwright.sync_api import sync_playwright
+
+    app = LaunchedApp(tiny_model_dir, tmp_path)
+    try:
+        http_after = app.wait_http(timeout=30)
+        assert http_after < 3.0, f"UI answered only after {http_after:.1f}s"
+        code, body = app.readyz()
+        assert code == 503 and body["state"] in ("loading", "warming") and not body["ready"]
+        loading_check = app.check()
+        assert loading_check.returncode == 1 and "not ready: loading" in loading_check.stdout
+
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
+            page = browser.new_page()
+            page.goto(app.url + "/")
+            page.wait_for_selector("#chat-input", timeout=30000)
+            page.get_by_text("Engine:").wait_for(timeout=15000)
+            assert "loading" in page.inner_text("#side-view-content")
+            ready_after = app.wait_ready()
+            page.get_by_text("ready in").wait_for(timeout=15000)  # the panel redraws by itself
+            browser.close()
+
+        code, body = app.readyz()
+        assert code == 200 and body["ready"] and body["state"] == "ready"
+        ready_check = app.check()
+        assert ready_check.returncode == 0 and ready_check.stdout.startswith("ready:")
+        assert "Engine started." in app.log_file.read_text()
+        code, metrics = get(app.url + "/metrics")
+        assert code == 200 and "vllm:num_requests_running" in metrics
+        assert metric_value(metrics, "ernie_chat_engine_state") == 1
+        assert metric_value(metrics, 'ernie_chat_engine_state{state="ready"}') == 1
+        print(f"launch->HTTP {http_after:.2f}s, launch->ready {ready_after:.1f}s")
+
+        children = app.descendants()
+        assert children, "vLLM's engine process should be a child"
+        took = app.stop(signal.SIGINT)
+        assert app.proc.returncode == 0
+        assert took < 15, f"exit took {took:.1f}s"
+        time.sleep(1)
+        alive = [pid for pid in children if psutil.pid_exists(pid) and psutil.Process(pid).status() != "zombie"]
+        assert not alive, f"engine processes left behind: {alive}"
+        gone_check = app.check()
+        assert gone_check.returncode == 1 and "not running" in gone_check.stdout
+    finally:
+        app.kill()
+
+
+def test_port_in_use_is_one_line(tiny_model_dir):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        r = subprocess.run([sys.executable, "launch.py", "--model", str(tiny_model_dir), "--port", str(port)],
+                           cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and f"127.0.0.1:{port}" in r.stderr and "--port" in r.stderr
+    assert "Traceback" not in r.stderr and r.stderr.strip().count("\n") == 0
+
+
+def test_missing_model_is_one_line_and_nonzero(tmp_path):
+    port = free_port()
+    r = subprocess.run([sys.executable, "launch.py", "--model", "nobody/no-such-model", "--offline", "--port",
+                        str(port), "--log-file", str(tmp_path / "llm.log")],
+                       cwd=ROOT, capture_output=True, text=True, timeout=180,
+                       env={**__import__("os").environ, "HF_HOME": str(tmp_path / "hf")})
+    assert r.returncode == 1
+    lines = [line for line in r.stdout.splitlines() if line.startswith("error:")]
+    assert lines and "not in the local cache" in lines[0] and "offline" in lines[0]
+    assert "Traceback" not in r.stdout + r.stderr
+
+
+def test_exposed_without_auth_is_refused(tiny_model_dir):
+    r = subprocess.run([sys.executable, "launch.py", "--model", str(tiny_model_dir), "--host", "0.0.0.0",
+                        "--port", str(free_port())], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and "--auth-token" in r.stderr and "--insecure-no-auth" in r.stderr
