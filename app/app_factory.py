@@ -59,7 +59,7 @@ def run_server(runtime: Runtime) -> int:
     settings = runtime.settings.server
     app = create_app(runtime)
     config = uvicorn.Config(app, host=settings.host, port=settings.port, log_level="warning",
-                            root_path=settings.root_path, ws="websockets-sansio", timeout_graceful_shutdown=5)
+                            root_path=settings.root_path, timeout_graceful_shutdown=5)
     server = uvicorn.Server(config)
 
     def fatal(line: str) -> None:

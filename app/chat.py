@@ -195,6 +195,10 @@ async def answer(rt: Runtime, user_text: str) -> None:
             # One websocket message per token freezes the page at ~300 tokens/s; send ~50 ms batches.
             if pending and now - last_flush >= interval:
                 await reply.stream_token("".join(pending))
+                # Give the loop a real turn (I/O included): without it the websocket writer did not
+                # run until the answer ended, and the page got the whole answer at once (seen in
+                # Chromium; sleep(0) was not enough).
+                await asyncio.sleep(0.001)
                 pending.clear()
                 last_flush = now
         if pending:
@@ -278,7 +282,8 @@ def install() -> None:
     async def on_message(message: cl.Message) -> None:
         rt = current_runtime()
         await answer(rt, message.content)
-        await show_status(rt)
+        if rt.gpu_memory:  # GPU memory peak moved; without a GPU nothing in the panel changed
+            await show_status(rt)
 
     @cl.on_stop
     async def on_stop() -> None:

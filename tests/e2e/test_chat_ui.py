@@ -1,0 +1,171 @@
+"""The chat UI in a real browser (Debian's Chromium via Playwright) against `python launch.py`."""
+import re
+import time
+
+import pytest
+
+from tests.helpers import get, metric_value
+
+pytestmark = pytest.mark.timeout(300)
+QUANTUM = "请用三句话解释量子纠缠，要求通俗易懂"
+STATS_EN = re.compile(r"prompt (\d+) tokens · answer (\d+) tokens · first token ([\d.]+) s · ([\d.]+) tokens/s")
+STATS_ZH = re.compile(r"提示 (\d+) 个 token · 回答 (\d+) 个 token")
+
+
+def answers(page):
+    return page.locator('[data-step-type="assistant_message"]')
+
+
+def wait_stats(page, count, pattern=STATS_EN, timeout=60):
+    """Wait for the count-th finished answer (its stats line) and return the numbers."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        found = pattern.findall(page.inner_text("body"))
+        if len(found) >= count:
+            return found[count - 1]
+        time.sleep(0.2)
+    raise AssertionError(f"no stats line #{count}; page says:\n{page.inner_text('body')[-1500:]}")
+
+
+def send(page, text):
+    page.fill("#chat-input", text)
+    page.click("#chat-submit")  # not Enter: on a phone-width page Enter adds a new line
+
+
+def running_requests(app):
+    return metric_value(get(app.url + "/metrics")[1], "vllm:num_requests_running")
+
+
+# Records, inside the page, the length of the newest answer after every DOM change: sampling from the
+# test process instead misses steps when the 2-core machine is busy.
+WATCH_ANSWER_JS = """() => { window.__lens = [];
+  new MutationObserver(() => { const m = document.querySelectorAll('[data-step-type="assistant_message"]');
+    if (m.length) window.__lens.push(m[m.length - 1].innerText.length); })
+  .observe(document.body, {subtree: true, childList: true, characterData: true}); }"""
+
+
+def test_starter_question_streams_in(page_for, served_app, shots_dir):
+    page = page_for()
+    starter = page.locator("#starters button").first
+    assert starter.inner_text() == "Quantum entanglement in 3 sentences"
+    page.evaluate(WATCH_ANSWER_JS)
+    starter.click()
+    page.get_by_text(QUANTUM).first.wait_for(timeout=10000)  # the starter sent the tutorial's question
+    prompt, tokens, ttft, tps = wait_stats(page, 1)
+    # Streamed: the page showed the answer growing in several steps, not all at once.
+    growth = sorted(set(page.evaluate("window.__lens")))
+    assert len(growth) >= 5, f"answer did not stream: lengths seen {growth}"
+    assert int(tokens) > 0 and float(tps) > 0
+    page.screenshot(path=str(shots_dir / "en-answer.png"))
+
+
+def test_typed_question_and_second_turn_uses_the_first(page_for):
+    page = page_for()
+    send(page, QUANTUM)
+    prompt1, answer1, _, _ = wait_stats(page, 1)
+    send(page, "请再简单一点")
+    prompt2, answer2, _, _ = wait_stats(page, 2)
+    # The second prompt carries the first question and answer through the chat template.
+    assert int(prompt2) >= int(prompt1) + int(answer1), (prompt1, answer1, prompt2)
+
+
+def set_max_answer_tokens(page, key):
+    page.click("#chat-settings-open-modal")
+    slider = page.get_by_role("slider").last
+    slider.wait_for(timeout=10000)
+    slider.focus()
+    page.keyboard.press(key)  # Home -> 16 tokens, End -> the cap
+    page.click("#confirm")
+
+
+def test_stop_ends_the_answer_and_the_engine_request(page_for, served_app, shots_dir):
+    page = page_for()
+    set_max_answer_tokens(page, "End")
+    # The random tiny model sometimes ends early (it samples EOS); try until an answer is still running.
+    for attempt in range(4):
+        send(page, f"Write a very long story about the sea, part {attempt + 1}.")
+        answers(page).nth(attempt).wait_for(timeout=30000)
+        if page.locator("#stop-button").is_visible() and running_requests(served_app) == 1:
+            break
+        wait_stats(page, attempt + 1)
+    else:
+        pytest.fail("no answer was still running to stop")
+    page.click("#stop-button")
+    deadline = time.time() + 5
+    while running_requests(served_app) and time.time() < deadline:
+        time.sleep(0.1)
+    assert running_requests(served_app) == 0, "the engine kept generating after stop"
+    length = len(answers(page).last.inner_text())
+    time.sleep(1.5)
+    assert len(answers(page).last.inner_text()) == length, "the answer kept growing after stop"
+    assert len(STATS_EN.findall(page.inner_text("body"))) == attempt, "a stopped answer must not look finished"
+    assert metric_value(get(served_app.url + "/metrics")[1], "ernie_chat_active_requests") == 0
+    page.screenshot(path=str(shots_dir / "en-stopped.png"))
+
+
+def test_chat_settings_change_the_answer_length(page_for, shots_dir):
+    page = page_for()
+    page.click("#chat-settings-open-modal")
+    page.get_by_role("slider").last.wait_for(timeout=10000)
+    page.screenshot(path=str(shots_dir / "en-settings.png"))
+    page.keyboard.press("Escape")
+    set_max_answer_tokens(page, "Home")
+    send(page, "Tell me about the sea.")
+    _, tokens, _, _ = wait_stats(page, 1)
+    assert 1 <= int(tokens) <= 16  # the cap; the random model may also end earlier on EOS
+
+
+def test_chinese_ui(page_for, shots_dir):
+    page = page_for(locale="zh-CN")
+    assert page.locator("#starters button").first.inner_text() == "量子纠缠，三句话"
+    assert "输入" in (page.get_attribute("#chat-input", "placeholder") or "")
+    page.locator("#starters button").first.click()
+    wait_stats(page, 1, STATS_ZH)
+    panel = page.inner_text("#side-view-content")
+    assert "引擎" in panel and "ready" in panel and "显卡" in panel
+    page.screenshot(path=str(shots_dir / "zh-answer.png"))
+
+
+def test_english_ui_status_panel(page_for):
+    page = page_for()
+    panel = page.inner_text("#side-view-content")
+    assert "Card:" in panel and "Profile:" in panel and "Engine:" in panel and "ready" in panel
+    assert "Type your message" in (page.get_attribute("#chat-input", "placeholder") or "")
+
+
+def test_phone_width_window(page_for, shots_dir):
+    page = page_for(width=390, height=844)
+    page.screenshot(path=str(shots_dir / "phone-status.png"))
+    page.keyboard.press("Escape")  # on a phone the status panel is a sheet over the chat: close it
+    page.locator("#side-view-content").wait_for(state="hidden", timeout=5000)
+    assert page.locator("#chat-input").is_visible()
+    send(page, QUANTUM)
+    wait_stats(page, 1)
+    box = page.locator("#chat-input").bounding_box()
+    assert box and box["x"] >= 0 and box["x"] + box["width"] <= 390
+    page.screenshot(path=str(shots_dir / "phone.png"))
+
+
+def test_metrics_move_after_a_chat(page_for, served_app):
+    before = get(served_app.url + "/metrics")[1]
+    page = page_for()
+    send(page, "hello")
+    wait_stats(page, 1)
+    after = get(served_app.url + "/metrics")[1]
+    for series in ("ernie_chat_messages_total", "ernie_chat_generated_tokens_total",
+                   "ernie_chat_time_to_first_token_seconds_count", "ernie_chat_chats_total"):
+        assert metric_value(after, series) > metric_value(before, series), series
+    assert metric_value(after, "vllm:generation_tokens_total") > metric_value(before, "vllm:generation_tokens_total")
+
+
+def test_bad_inputs_get_clear_messages_and_the_app_keeps_serving(page_for):
+    page = page_for()
+    send(page, "\x07hello\x1b there")
+    page.get_by_text("Control characters were removed").wait_for(timeout=10000)
+    wait_stats(page, 1)
+    send(page, "量子 " * 3000)  # far beyond the 4096-token context: refused, never cut
+    page.get_by_text("Nothing was cut").wait_for(timeout=20000)
+    send(page, "x" * 20_001)  # over --max-message-chars (20000 for these tests)
+    page.get_by_text("the limit is 20,000").wait_for(timeout=20000)
+    send(page, "still there?")
+    wait_stats(page, 2)
