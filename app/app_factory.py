@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import logging
 import os
+import secrets
 import signal
 from typing import Callable
 
@@ -22,6 +23,9 @@ def build_runtime(settings: AppSettings, plan: EnginePlan) -> Runtime:
     # Chainlit reads .chainlit/ and chainlit.md from CHAINLIT_APP_ROOT at import: point it at the project.
     os.environ.setdefault("CHAINLIT_APP_ROOT", str(PROJECT_ROOT))
     os.environ.setdefault("VLLM_HOST_IP", "127.0.0.1")
+    if settings.server.auth_token is not None:
+        # Chainlit signs its login sessions with this; a fresh one per start logs everyone out on restart.
+        os.environ.setdefault("CHAINLIT_AUTH_SECRET", secrets.token_urlsafe(48))
     setup_logging(settings.server.log_file)
     metrics = AppMetrics()
     runtime_box: list[Runtime] = []

@@ -6,6 +6,7 @@ handler finds the app through ``current_runtime()``.
 from __future__ import annotations
 
 import asyncio
+import hmac
 import logging
 import time
 from typing import Any, Optional
@@ -234,6 +235,14 @@ async def answer(rt: Runtime, user_text: str) -> None:
 
 def install() -> None:
     """Register the Chainlit handlers (called by app/chainlit_app.py)."""
+    token = current_runtime().settings.server.auth_token
+    if token is not None:
+        # Chainlit's login page guards the UI; the password is --auth-token (any user name).
+        @cl.password_auth_callback
+        async def check_password(username: str, password: str) -> Optional[cl.User]:
+            if hmac.compare_digest(password.encode(), token.get_secret_value().encode()):
+                return cl.User(identifier=username or "user", metadata={"provider": "token"})
+            return None
 
     @cl.set_starters
     async def starters(user: Any = None, language: Optional[str] = None) -> list[cl.Starter]:

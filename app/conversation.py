@@ -75,7 +75,7 @@ def fit_to_context(system_prompt: str, history: list[Message], user_text: str, m
             break
         dropped += 2 if len(kept) >= 2 else 1  # a user turn and its answer leave together
     answer = min(max_tokens, room)
-    if answer < MIN_ANSWER_TOKENS:
+    if answer < min(MIN_ANSWER_TOKENS, max_tokens):
         raise PromptTooLong(len(ids), max_model_len - MIN_ANSWER_TOKENS)
     return FittedPrompt(ids, min(dropped, len(history)), answer, shortened=answer < max_tokens)
 

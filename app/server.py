@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import contextlib
 import gzip
+import hmac
 import logging
 import re
 from pathlib import Path
-from typing import AsyncIterator
+from typing import AsyncIterator, Optional
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
@@ -46,6 +47,31 @@ class OfflinePageMiddleware(BaseHTTPMiddleware):
         headers = {k: v for k, v in response.headers.items()
                    if k.lower() not in ("content-length", "content-encoding")}
         return Response(html, status_code=response.status_code, headers=headers, media_type="text/html")
+
+
+def token_problem(request: Request) -> Optional[JSONResponse]:
+    """With --auth-token set, /metrics and /v1/* need ``Authorization: Bearer <token>``."""
+    token = runtime_of(request).settings.server.auth_token
+    if token is None:
+        return None
+    sent = request.headers.get("authorization", "")
+    if sent.startswith("Bearer ") and hmac.compare_digest(sent[7:].encode(), token.get_secret_value().encode()):
+        return None
+    return JSONResponse({"error": {"message": "missing or wrong bearer token (--auth-token)",
+                                   "type": "authentication_error"}}, status_code=401,
+                        headers={"WWW-Authenticate": "Bearer"})
+
+
+class TokenMiddleware(BaseHTTPMiddleware):
+    async def dispatch(self, request: Request, call_next):
+        path, root = request.scope["path"], request.scope.get("root_path", "")
+        if root and path.startswith(root):  # behind a proxy prefix, scope paths may carry it
+            path = path[len(root):]
+        if path == "/metrics" or path.startswith("/v1/"):
+            problem = token_problem(request)
+            if problem is not None:
+                return problem
+        return await call_next(request)
 
 
 def create_app(runtime: Runtime) -> FastAPI:
@@ -92,8 +118,13 @@ def create_app(runtime: Runtime) -> FastAPI:
         body = generate_latest(REGISTRY) + generate_latest(rt.metrics.registry)
         return PlainTextResponse(body, media_type="text/plain; version=0.0.4")
 
+    from app.api import build_router
+
+    app.include_router(build_router())
+
     from chainlit.utils import mount_chainlit
 
     mount_chainlit(app, CHAINLIT_TARGET, path="")
     app.add_middleware(OfflinePageMiddleware)
+    app.add_middleware(TokenMiddleware)
     return app

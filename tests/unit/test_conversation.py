@@ -66,3 +66,8 @@ def test_in_range_sampling_is_kept():
     choice = clamp_sampling({"temperature": 0.3, "top_p": 0.9, "max_tokens": 64},
                             {"temperature": 0.8, "top_p": 0.8, "max_tokens": 512}, 2048)
     assert choice.values == {"temperature": 0.3, "top_p": 0.9, "max_tokens": 64} and not choice.corrections
+
+
+def test_a_small_answer_limit_is_not_mistaken_for_a_full_context():
+    fitted = fit_to_context("", [], "hi", 1000, 4, encode_chars)
+    assert fitted.max_tokens == 4 and not fitted.shortened

