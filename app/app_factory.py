@@ -8,7 +8,7 @@ import signal
 from typing import Callable
 
 from app.engine import EngineHost
-from app.hardware import gpu_memory_used
+from app.hardware import GpuFaultWatch, gpu_memory_used
 from app.launcher import PROJECT_ROOT
 from app.model_source import read_generation_defaults, resolve_model
 from app.profiles import EnginePlan
@@ -41,7 +41,8 @@ def build_runtime(settings: AppSettings, plan: EnginePlan) -> Runtime:
         return path
 
     host = EngineHost(provide_model, plan, metrics, max_concurrent=settings.engine.max_concurrent_chats,
-                      max_restarts=settings.engine.max_restarts, start_timeout=settings.engine.engine_start_timeout)
+                      max_restarts=settings.engine.max_restarts, start_timeout=settings.engine.engine_start_timeout,
+                      gpu_fault_check=GpuFaultWatch(plan.gpu) if plan.gpu else None)
     watch = GpuMemoryWatch(lambda: gpu_memory_used(plan.gpu)) if plan.gpu else None
     runtime = Runtime(settings=settings, plan=plan, host=host, metrics=metrics, gpu_memory=watch)
     runtime_box.append(runtime)

@@ -63,7 +63,7 @@ class EngineStatus:
 
 @dataclass(frozen=True)
 class Delta:
-    """One streamed piece of an answer, free of vLLM types (the remote backend yields the same)."""
+    """One streamed piece of an answer, free of vLLM types (the UI and /v1 never import vLLM)."""
 
     text: str
     new_tokens: int

@@ -184,3 +184,62 @@ def gpu_memory_used(gpu: GpuInfo) -> Optional[int]:
         return None
     finally:
         pynvml.nvmlShutdown()
+
+
+class GpuFaultWatch:
+    """Polls NVML for critical Xid events and new uncorrected ECC errors on one card.
+
+    Called by the engine watchdog; a non-None answer is treated like a dead engine (log, restart),
+    instead of the tutorial's `pkill -f` on any Xid line in the kernel log.
+    """
+
+    def __init__(self, gpu: GpuInfo, nvml=None) -> None:
+        self.gpu = gpu
+        self._nvml = nvml
+        self._handle = None
+        self._events = None
+        self._ecc_baseline: Optional[int] = None
+
+    def _open(self):
+        if self._handle is not None:
+            return self._nvml
+        if self._nvml is None:
+            import pynvml
+
+            self._nvml = pynvml
+        nvml = self._nvml
+        nvml.nvmlInit()
+        self._handle = (nvml.nvmlDeviceGetHandleByUUID(self.gpu.uuid) if self.gpu.uuid
+                        else nvml.nvmlDeviceGetHandleByIndex(self.gpu.index))
+        try:
+            self._events = nvml.nvmlEventSetCreate()
+            nvml.nvmlDeviceRegisterEvents(self._handle, nvml.nvmlEventTypeXidCriticalError, self._events)
+        except nvml.NVMLError:
+            self._events = None  # not supported on every card/driver; ECC polling still works
+        self._ecc_baseline = self._ecc_count()
+        return nvml
+
+    def _ecc_count(self) -> Optional[int]:
+        nvml = self._nvml
+        try:
+            return int(nvml.nvmlDeviceGetTotalEccErrors(self._handle, nvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED,
+                                                        nvml.NVML_VOLATILE_ECC))
+        except nvml.NVMLError:
+            return None  # consumer cards have no ECC
+
+    def __call__(self) -> Optional[str]:
+        try:
+            nvml = self._open()
+        except Exception:
+            return None  # no NVML: nothing to watch
+        if self._events is not None:
+            try:
+                event = nvml.nvmlEventSetWait_v2(self._events, 0)
+                return f"GPU Xid {event.eventData} on {self.gpu.name}"
+            except nvml.NVMLError:
+                pass  # timeout: no event
+        count = self._ecc_count()
+        if count is not None and self._ecc_baseline is not None and count > self._ecc_baseline:
+            self._ecc_baseline = count
+            return f"uncorrected ECC errors on {self.gpu.name} (total {count})"
+        return None

@@ -54,7 +54,7 @@ def make_plan(command: Command) -> EnginePlan:
         from app.hardware import VllmBuild
 
         build = VllmBuild(installed=True, version="0.29.0", device="cuda", torch_cuda="13.0")
-    elif not build.installed and command.action == "serve" and not settings.model.remote_url:
+    elif not build.installed and command.action == "serve":
         raise ErnieChatError("vLLM is not installed: pip install -r requirements.txt (NVIDIA GPU) or "
                              "pip install -r requirements-cpu.txt (no GPU)")
     return plan_engine(settings.engine, gpus, build, model_shape(settings), cpu_facts())

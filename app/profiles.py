@@ -210,7 +210,7 @@ def _plan_gpu(settings: EngineSettings, gpus: Sequence[GpuInfo], build: VllmBuil
     if gpu.sm < 70:
         raise UnsupportedHardwareError(
             f"{gpu.name} (sm{gpu.sm}) is older than Volta (sm70), which vLLM needs; use --profile cpu, "
-            "or --remote-url to a vLLM server on a newer card")
+            "or run vLLM on a newer card and use its OpenAI API (docs/scale-out.md)")
     if gpu.sm == 70 and build.installed and build.device == "cuda" and (build.cuda_major or 0) >= 13:
         raise UnsupportedHardwareError(
             f"{gpu.name} is sm70 (Volta) and the installed vLLM {build.version} is built with CUDA "

@@ -63,9 +63,6 @@ class ModelSettings(BaseSettings):
     download_dir: Optional[Path] = Field(None, description="Where hub downloads go (default: the hub cache).")
     offline: bool = Field(False, description="Never touch the network; the model must be local or cached. "
                           "HF_HUB_OFFLINE=1 has the same effect.")
-    remote_url: Optional[str] = Field(None, description="Talk to a remote vLLM OpenAI-compatible server at this "
-                                      "base URL (e.g. http://gpu-box:8000/v1) instead of starting an engine here.")
-    remote_api_key: Optional[SecretStr] = Field(None, description="API key for --remote-url.")
 
 
 class EngineSettings(BaseSettings):

@@ -45,6 +45,12 @@ def build_real_shaped_model(out: str) -> None:
     print(f"built {out}: {sum(p.numel() for p in model.parameters()) / 1e6:.1f}M params", flush=True)
 
 
+def compile_cache_present() -> bool:
+    """vLLM keeps torch.compile results here; a later start with the same shapes reuses them."""
+    cache = Path(os.environ.get("VLLM_CACHE_ROOT", Path.home() / ".cache" / "vllm")) / "torch_compile_cache"
+    return cache.is_dir() and any(cache.iterdir())
+
+
 class PeakSampler:
     """NVML used memory sampled every 50 ms while generating."""
 
@@ -145,17 +151,15 @@ async def main_async(args):
     if out:
         out.write(json.dumps({"meta": meta}) + "\n")
     profiles = args.profiles.split(",")
-    seen: set[str] = set()
     for rnd in range(args.rounds):
         for profile in profiles:
             if rnd > 0 and profile in args.once.split(","):
                 continue
+            cache_warm = compile_cache_present()
             row = await measure(profile, {}, args.model, gpus, build, shape, vocab, args)
             row["round"] = rnd
-            row["compile_cache"] = "n/a (eager)" if row.get("engine_args", {}).get("enforce_eager") else (
-                "warm" if any(p in seen for p in ("auto", "auto-64")) else "cold")
-            if not row.get("engine_args", {}).get("enforce_eager"):
-                seen.add(profile)
+            row["compile_cache"] = ("n/a (eager)" if row.get("engine_args", {}).get("enforce_eager") else
+                                    "warm" if cache_warm else "cold")
             print(json.dumps(row), flush=True)
             if out:
                 out.write(json.dumps(row) + "\n")

@@ -1,0 +1,51 @@
+"""The NVML fault watch on a fake NVML (no GPU here): Xid events and new uncorrected ECC errors."""
+from app.hardware import GpuFaultWatch, GpuInfo
+
+
+class FakeNvml:
+    NVML_MEMORY_ERROR_TYPE_UNCORRECTED = 1
+    NVML_VOLATILE_ECC = 0
+    nvmlEventTypeXidCriticalError = 8
+
+    class NVMLError(Exception):
+        pass
+
+    def __init__(self):
+        self.ecc = 0
+        self.xids = []
+
+    def nvmlInit(self):
+        pass
+
+    def nvmlDeviceGetHandleByUUID(self, uuid):
+        return "h"
+
+    def nvmlDeviceGetHandleByIndex(self, index):
+        return "h"
+
+    def nvmlEventSetCreate(self):
+        return "set"
+
+    def nvmlDeviceRegisterEvents(self, handle, kind, events):
+        pass
+
+    def nvmlEventSetWait_v2(self, events, timeout_ms):
+        if not self.xids:
+            raise self.NVMLError("timeout")
+        return type("Event", (), {"eventData": self.xids.pop(0)})()
+
+    def nvmlDeviceGetTotalEccErrors(self, handle, kind, counter):
+        return self.ecc
+
+
+def test_quiet_card_reports_nothing_then_xid_then_ecc():
+    nvml = FakeNvml()
+    nvml.ecc = 3  # old errors before we started do not count
+    watch = GpuFaultWatch(GpuInfo(0, "NVIDIA A10", (8, 6), 1, 1, uuid="GPU-x"), nvml=nvml)
+    assert watch() is None
+    nvml.xids.append(79)
+    assert watch() == "GPU Xid 79 on NVIDIA A10"
+    assert watch() is None
+    nvml.ecc = 4
+    assert "uncorrected ECC" in watch()
+    assert watch() is None
