@@ -27,12 +27,15 @@ def last_error_line(log_file: Path) -> Optional[str]:
 def run_check(settings: AppSettings) -> int:
     server = settings.server
     host = "127.0.0.1" if server.host in ("0.0.0.0", "::") else server.host
-    url = f"http://{host}:{server.port}{server.root_path}/readyz"
+    # Straight to the app, not through a proxy: the --root-path prefix is the proxy's, so it is not used here.
+    url = f"http://{host}:{server.port}/readyz"
     try:
         with urllib.request.urlopen(url, timeout=TIMEOUT_SECONDS) as response:
             body = json.loads(response.read() or b"{}")
             print(f"ready: {url} ({body.get('detail') or 'engine answers'})")
             return 0
+    except ValueError:
+        message = f"not ernie-chat: {url} answered something else (another program on this port?)"
     except urllib.error.HTTPError as err:
         try:
             body = json.loads(err.read() or b"{}")
