@@ -28,15 +28,20 @@ PROMPTS = ["请用三句话解释量子纠缠，要求通俗易懂", "Write a sh
            "Explain recursion to a child.", "列出三种水果。"]
 
 
-def tree_rss(pid: int) -> int:
+def rss_by_process(pid: int) -> dict[str, int]:
+    """RSS of the app and each of its processes (vLLM's engine core, its worker, ...)."""
     proc = psutil.Process(pid)
-    total = proc.memory_info().rss
+    sizes = {f"app:{pid}": proc.memory_info().rss}
     for child in proc.children(recursive=True):
         try:
-            total += child.memory_info().rss
+            sizes[f"{child.name()}:{child.pid}"] = child.memory_info().rss
         except psutil.NoSuchProcess:
             pass
-    return total
+    return sizes
+
+
+def tree_rss(pid: int) -> int:
+    return sum(rss_by_process(pid).values())
 
 
 async def one_chat(client: httpx.AsyncClient, url: str, rng: random.Random, stats: dict) -> None:
@@ -116,10 +121,12 @@ def main() -> int:
         warm = {"ok": 0, "failed": 0, "latency": [], "errors": []}
         asyncio.run(run_load(url, 20, args.rate * 2, args.concurrency, warm))  # warm-up: caches, allocator
         rss_start = tree_rss(pid) if pid else None
+        by_process_start = rss_by_process(pid) if pid else {}
         stats = {"ok": 0, "failed": 0, "latency": [], "errors": []}
         t0 = time.time()
         asyncio.run(run_load(url, args.duration, args.rate, args.concurrency, stats))
         rss_end = tree_rss(pid) if pid else None
+        by_process_end = rss_by_process(pid) if pid else {}
     finally:
         if app:
             app.stop()
@@ -130,7 +137,10 @@ def main() -> int:
               "warmup_failed": warm["failed"], "latency_p50_s": round(statistics.median(lat), 2),
               "latency_p95_s": round(lat[int(len(lat) * 0.95) - 1 if len(lat) > 1 else 0], 2),
               "rss_start_mib": round((rss_start or 0) / 2**20), "rss_end_mib": round((rss_end or 0) / 2**20),
-              "rss_growth_pct": round(growth * 100, 2), "errors": stats["errors"][:5] + warm["errors"][:5]}
+              "rss_growth_pct": round(growth * 100, 2),
+              "rss_mib_by_process": {k: [round(by_process_start.get(k, 0) / 2**20), round(v / 2**20)]
+                                     for k, v in by_process_end.items()},
+              "errors": stats["errors"][:5] + warm["errors"][:5]}
     print(json.dumps(report, ensure_ascii=False, indent=1))
     failed = stats["failed"] + warm["failed"] > 0 or stats["ok"] == 0 or growth > args.max_rss_growth
     print("SOAK FAILED" if failed else "SOAK PASSED")

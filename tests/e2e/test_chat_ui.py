@@ -32,6 +32,10 @@ def send(page, text):
     page.click("#chat-submit")  # not Enter: on a phone-width page Enter adds a new line
 
 
+def generated_tokens(app):
+    return metric_value(get(app.url + "/metrics")[1], "vllm:generation_tokens_total")
+
+
 def running_requests(app):
     return metric_value(get(app.url + "/metrics")[1], "vllm:num_requests_running")
 
@@ -90,11 +94,16 @@ def test_stop_ends_the_answer_and_the_engine_request(page_for, served_app, shots
         wait_stats(page, attempt + 1)
     else:
         pytest.fail("no answer was still running to stop")
+    tokens_at_stop = generated_tokens(served_app)
     page.click("#stop-button")
     deadline = time.time() + 5
     while running_requests(served_app) and time.time() < deadline:
         time.sleep(0.1)
     assert running_requests(served_app) == 0, "the engine kept generating after stop"
+    # The engine's own token counter stopped within moments of the click; an answer left running would
+    # go on towards its 2,048-token cap (~300 tokens/s here).
+    time.sleep(1.0)
+    assert generated_tokens(served_app) - tokens_at_stop < 150
     length = len(answers(page).last.inner_text())
     time.sleep(1.5)
     assert len(answers(page).last.inner_text()) == length, "the answer kept growing after stop"

@@ -62,6 +62,24 @@ def test_stop_aborts_the_engine_request(engine_host, caller_loop):
     assert after == 0, "the engine kept generating after stop"
 
 
+def test_rapid_stop_and_resend_leaves_nothing_running(engine_host, caller_loop):
+    ids = encode_messages(engine_host.tokenizer, [{"role": "user", "content": "again and again"}])
+
+    async def stop_resend():
+        for _ in range(6):
+            stream = engine_host.stream(ids, {"max_tokens": 500, "ignore_eos": True})
+            async for _delta in stream:
+                break  # stop at the first piece
+            await stream.aclose()
+        answer, n = await collect(engine_host, ids, max_tokens=8, ignore_eos=True)
+        await asyncio.sleep(0.5)
+        return n, await engine_host.running_requests()
+
+    n, running = run(caller_loop, stop_resend())
+    assert n == 8 and running == 0
+    assert engine_host.gate.active == 0
+
+
 def test_queue_at_limit_plus_three_drops_nothing(engine_host, caller_loop):
     limit = engine_host.gate.limit
     ids = encode_messages(engine_host.tokenizer, [{"role": "user", "content": "hello"}])

@@ -1,0 +1,92 @@
+"""Exposure rules and the /v1 route on a real launched app (real engine, tiny model)."""
+import json
+import signal
+import urllib.request
+
+import pytest
+
+from tests.helpers import LaunchedApp, get
+
+pytestmark = pytest.mark.timeout(600)
+TOKEN = "test-token-123"
+
+
+def post(url, body, token=None, timeout=60):
+    data = json.dumps(body).encode() if not isinstance(body, bytes) else body
+    request = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json",
+                                                              **({"Authorization": f"Bearer {token}"} if token else {})})
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as err:
+        return err.code, json.loads(err.read() or b"{}")
+
+
+@pytest.fixture(scope="module")
+def app_with_token(tiny_model_dir, tmp_path_factory):
+    app = LaunchedApp(tiny_model_dir, tmp_path_factory.mktemp("auth"), "--auth-token", TOKEN)
+    try:
+        app.wait_http()
+        app.wait_ready()
+        yield app
+    finally:
+        app.stop()
+        app.kill()
+
+
+def test_token_guards_metrics_and_api_but_not_probes(app_with_token):
+    url = app_with_token.url
+    assert get(url + "/healthz")[0] == 200 and get(url + "/readyz")[0] == 200
+    assert get(url + "/metrics")[0] == 401
+    assert get(url + "/metrics", headers={"Authorization": "Bearer wrong"})[0] == 401
+    assert get(url + "/metrics", headers={"Authorization": f"Bearer {TOKEN}"})[0] == 200
+    assert post(url + "/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}]})[0] == 401
+
+
+def test_ui_requires_login_with_the_token(app_with_token):
+    config = json.loads(get(app_with_token.url + "/auth/config")[1])
+    assert config["requireLogin"] is True and config["passwordAuth"] is True
+    form = f"username=me&password={TOKEN}".encode()
+    ok = urllib.request.Request(app_with_token.url + "/login", data=form,
+                                headers={"Content-Type": "application/x-www-form-urlencoded"})
+    with urllib.request.urlopen(ok, timeout=10) as r:
+        assert r.status == 200
+    bad = urllib.request.Request(app_with_token.url + "/login", data=b"username=me&password=nope",
+                                 headers={"Content-Type": "application/x-www-form-urlencoded"})
+    with pytest.raises(urllib.error.HTTPError) as info:
+        urllib.request.urlopen(bad, timeout=10)
+    assert info.value.code == 401
+
+
+@pytest.mark.parametrize("body, status, words", [
+    ({"messages": []}, 400, "messages"),
+    ({"messages": [{"role": "user", "content": "   "}]}, 400, "non-empty user message"),
+    ({"messages": [{"role": "user", "content": "hi"}], "temperature": 9}, 400, "temperature"),
+    ({"messages": [{"role": "user", "content": "hi"}], "top_p": 0}, 400, "top_p"),
+    ({"messages": [{"role": "user", "content": "x" * (1 << 20)}]}, 400, "too large"),
+    ({"messages": [{"role": "user", "content": "量子 " * 3000}]}, 400, "context holds"),
+    (b"{not json", 400, ""),
+])
+def test_bad_api_input_is_a_400_with_one_line(app_with_token, body, status, words):
+    code, answer = post(app_with_token.url + "/v1/chat/completions", body, TOKEN)
+    assert code == status and words in answer["error"]["message"] and "\n" not in answer["error"]["message"]
+
+
+def test_api_answers_with_history_and_control_characters(app_with_token):
+    body = {"messages": [{"role": "system", "content": "be brief"}, {"role": "user", "content": "hi\x00\x1b"},
+                         {"role": "assistant", "content": "hello"}, {"role": "user", "content": "again \ud800"}],
+            "max_tokens": 8}
+    code, answer = post(app_with_token.url + "/v1/chat/completions", body, TOKEN)
+    assert code == 200 and answer["usage"]["completion_tokens"] == answer["usage"]["completion_tokens"] > 0
+    assert answer["usage"]["prompt_tokens"] > 10
+
+
+def test_exposed_with_explicit_insecure_flag_starts(tiny_model_dir, tmp_path):
+    app = LaunchedApp(tiny_model_dir, tmp_path, "--host", "0.0.0.0", "--insecure-no-auth")
+    try:
+        app.wait_http()
+        assert get(app.url + "/metrics")[0] == 200
+    finally:
+        app.stop(signal.SIGTERM)
+        app.kill()
+    assert app.proc.returncode == 0
