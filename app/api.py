@@ -102,8 +102,8 @@ def build_router() -> APIRouter:
 async def _sse(rt: Runtime, ids: list[int], params: dict[str, Any], completion_id: str):
     def chunk(delta: dict, reason: Optional[str] = None) -> str:
         return "data: " + json.dumps({"id": completion_id, "object": "chat.completion.chunk", "model": MODEL_ID,
-                                      "choices": [{"index": 0, "delta": delta, "finish_reason": reason}]},
-                                     ensure_ascii=False) + "\n\n"
+                                      "choices": [{"index": 0, "delta": delta, "finish_reason": reason}]}
+                                     ) + "\n\n"  # ASCII JSON: U+2028/U+0085 in a token split lines in some clients
 
     yield chunk({"role": "assistant"})
     try:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import logging
 import os
 import threading
@@ -342,31 +343,39 @@ class EngineHost:
         """Stream an answer. Waits in the fair queue first; cancelling (stop) aborts the engine request."""
         request_id = request_id or f"chat-{uuid.uuid4().hex}"
         self.metrics.queued.inc()
+        waiting = True
         try:
             async with self.gate.slot(on_queued):
                 self.metrics.queued.dec()
-                queued_done = True
+                waiting = False
                 if not self.ready:
                     raise EngineUnavailable(self.status.state.value)
                 self.metrics.active.inc()
+                raw = self._raw_stream({"prompt_token_ids": prompt_token_ids}, sampling, request_id)
                 try:
-                    started, first, tokens = time.perf_counter(), None, 0
-                    async for delta in self._raw_stream({"prompt_token_ids": prompt_token_ids}, sampling, request_id):
-                        if first is None and delta.new_tokens:
-                            first = time.perf_counter()
-                            self.metrics.ttft.observe(first - started)
-                        tokens += delta.new_tokens
-                        yield delta
-                    if first is not None and tokens > 1:
-                        elapsed = time.perf_counter() - first
-                        if elapsed > 0:
-                            self.metrics.tokens_per_second.observe((tokens - 1) / elapsed)
-                    self.metrics.generated_tokens.inc(tokens)
+                    # aclosing: on stop, close the inner generators now (their cleanup aborts the engine
+                    # request), not whenever they are garbage-collected.
+                    async with contextlib.aclosing(raw), contextlib.aclosing(self._timed(raw)) as timed:
+                        async for delta in timed:
+                            yield delta
                 finally:
                     self.metrics.active.dec()
         finally:
-            if not locals().get("queued_done"):
+            if waiting:  # cancelled (or failed) while still in the queue
                 self.metrics.queued.dec()
+
+    async def _timed(self, deltas: AsyncIterator[Delta]) -> AsyncIterator[Delta]:
+        """Record time to first token, decode speed and token count of one answer."""
+        started, first, tokens = time.perf_counter(), None, 0
+        async for delta in deltas:
+            if first is None and delta.new_tokens:
+                first = time.perf_counter()
+                self.metrics.ttft.observe(first - started)
+            tokens += delta.new_tokens
+            yield delta
+        if first is not None and tokens > 1 and time.perf_counter() > first:
+            self.metrics.tokens_per_second.observe((tokens - 1) / (time.perf_counter() - first))
+        self.metrics.generated_tokens.inc(tokens)
 
     async def _raw_stream(self, prompt: dict, sampling: dict[str, Any], request_id: str) -> AsyncIterator[Delta]:
         engine, thread = self._engine, self._thread

@@ -73,6 +73,19 @@ async def one_chat(client: httpx.AsyncClient, url: str, rng: random.Random, stat
         history += [{"role": "assistant", "content": "".join(text)}, {"role": "user", "content": rng.choice(PROMPTS)}]
 
 
+async def fill_kv_cache(url: str, concurrency: int, stats: dict) -> None:
+    async with httpx.AsyncClient() as client:
+        for _ in range(3):
+            bodies = [{"messages": [{"role": "user", "content": f"{i} " + "量子纠缠 entanglement " * 600}],
+                       "max_tokens": 16} for i in range(max(concurrency, 8))]
+            replies = await asyncio.gather(*(client.post(url + "/v1/chat/completions", json=b, timeout=300)
+                                             for b in bodies))
+            for r in replies:
+                stats["ok" if r.status_code == 200 else "failed"] += 1
+                if r.status_code != 200:
+                    stats["errors"].append(f"warm-up HTTP {r.status_code}: {r.text[:200]}")
+
+
 async def run_load(url: str, duration: float, rate: float, concurrency: int, stats: dict) -> None:
     rng = random.Random(0)
     limit = asyncio.Semaphore(concurrency)
@@ -103,6 +116,7 @@ def main() -> int:
     parser.add_argument("--url", help="an app already running (else one is launched with the tiny model)")
     parser.add_argument("--pid", type=int, help="with --url: the app's process id, for RSS")
     parser.add_argument("--max-rss-growth", type=float, default=0.05)
+    parser.add_argument("--warmup", type=float, default=60, help="seconds of chats before the RSS baseline")
     args = parser.parse_args()
 
     app = None
@@ -119,7 +133,10 @@ def main() -> int:
         url, pid = app.url, app.proc.pid
     try:
         warm = {"ok": 0, "failed": 0, "latency": [], "errors": []}
-        asyncio.run(run_load(url, 20, args.rate * 2, args.concurrency, warm))  # warm-up: caches, allocator
+        # Warm-up until memory settles: long prompts touch every KV-cache page (on a CPU the cache is
+        # ordinary memory, counted in RSS only once touched), then ordinary chats fill the kernels' caches.
+        asyncio.run(fill_kv_cache(url, args.concurrency, warm))
+        asyncio.run(run_load(url, args.warmup, args.rate * 2, args.concurrency, warm))
         rss_start = tree_rss(pid) if pid else None
         by_process_start = rss_by_process(pid) if pid else {}
         stats = {"ok": 0, "failed": 0, "latency": [], "errors": []}
