@@ -1,4 +1,7 @@
-"""Browser fixtures: one launched app (real engine, tiny model) and one Chromium for the e2e tests."""
+"""Browser fixtures: one launched app (real engine, tiny model) and one Chromium for the e2e tests.
+
+Package scope: Playwright's sync API runs an event loop in this thread while it is open, so it must be
+closed before the other test packages (which use asyncio.run and Playwright themselves) start."""
 import os
 from pathlib import Path
 
@@ -7,7 +10,7 @@ import pytest
 from tests.helpers import CHROMIUM_ARGS, LaunchedApp
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def served_app(tiny_model_dir, tmp_path_factory):
     app = LaunchedApp(tiny_model_dir, tmp_path_factory.mktemp("served"), "--max-message-chars", "20000")
     try:
@@ -19,7 +22,7 @@ def served_app(tiny_model_dir, tmp_path_factory):
         app.kill()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def browser():
     from playwright.sync_api import sync_playwright
 
