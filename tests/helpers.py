@@ -2,6 +2,7 @@
 (the pattern of vLLM's RemoteOpenAIServer: fail fast if the process dies, kill children at teardown)."""
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -116,6 +117,19 @@ class LaunchedApp:
         if self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait(10)
+
+
+@contextlib.contextmanager
+def running_app(model_dir: Path, tmp: Path, *extra: str):
+    """A launched app, ready to chat; stopped (and its children killed) afterwards."""
+    app = LaunchedApp(model_dir, tmp, *extra)
+    try:
+        app.wait_http()
+        app.wait_ready()
+        yield app
+    finally:
+        app.stop()
+        app.kill()
 
 
 def metric_value(text: str, name: str) -> float:

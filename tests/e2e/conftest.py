@@ -7,19 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import CHROMIUM_ARGS, LaunchedApp
+from tests.helpers import CHROMIUM_ARGS, running_app
 
 
 @pytest.fixture(scope="package")
 def served_app(tiny_model_dir, tmp_path_factory):
-    app = LaunchedApp(tiny_model_dir, tmp_path_factory.mktemp("served"), "--max-message-chars", "20000")
-    try:
-        app.wait_http()
-        app.wait_ready()
+    with running_app(tiny_model_dir, tmp_path_factory.mktemp("served"), "--max-message-chars", "20000") as app:
         yield app
-    finally:
-        app.stop()
-        app.kill()
 
 
 @pytest.fixture(scope="package")

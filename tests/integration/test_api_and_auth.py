@@ -5,7 +5,7 @@ import urllib.request
 
 import pytest
 
-from tests.helpers import LaunchedApp, get
+from tests.helpers import LaunchedApp, get, running_app
 
 pytestmark = pytest.mark.timeout(600)
 TOKEN = "test-token-123"
@@ -24,14 +24,8 @@ def post(url, body, token=None, timeout=60):
 
 @pytest.fixture(scope="module")
 def app_with_token(tiny_model_dir, tmp_path_factory):
-    app = LaunchedApp(tiny_model_dir, tmp_path_factory.mktemp("auth"), "--auth-token", TOKEN)
-    try:
-        app.wait_http()
-        app.wait_ready()
+    with running_app(tiny_model_dir, tmp_path_factory.mktemp("auth"), "--auth-token", TOKEN) as app:
         yield app
-    finally:
-        app.stop()
-        app.kill()
 
 
 def test_token_guards_metrics_and_api_but_not_probes(app_with_token):
