@@ -5,13 +5,15 @@ import logging
 import os
 import secrets
 import signal
+import sys
 from typing import Callable
 
-from app.engine import EngineHost
+from app.engine import EngineHost, StartStep
 from app.hardware import GpuFaultWatch, gpu_memory_used
 from app.launcher import PROJECT_ROOT
 from app.model_source import read_generation_defaults, resolve_model
 from app.profiles import EnginePlan
+from app.progress import StartProgressBar
 from app.runtime import GpuMemoryWatch, Runtime
 from app.settings import AppSettings
 from app.telemetry import AppMetrics, setup_logging
@@ -26,13 +28,16 @@ def build_runtime(settings: AppSettings, plan: EnginePlan) -> Runtime:
     if settings.server.auth_token is not None:
         # Chainlit signs its login sessions with this; a fresh one per start logs everyone out on restart.
         os.environ.setdefault("CHAINLIT_AUTH_SECRET", secrets.token_urlsafe(48))
-    setup_logging(settings.server.log_file)
+    # On a terminal, engine start gets a progress bar; vLLM's INFO lines would break it, so they go to the
+    # log file only (warnings still show). Elsewhere (log files, systemd) everything is logged as before.
+    terminal_bar = sys.stderr.isatty()
+    setup_logging(settings.server.log_file, vllm_console_level="WARNING" if terminal_bar else None)
     metrics = AppMetrics()
     runtime_box: list[Runtime] = []
 
-    def provide_model(progress: Callable[[str], None]) -> str:
+    def provide_model(progress: Callable[..., None]) -> str:
         path = resolve_model(settings.model, progress)
-        progress("loading the tokenizer")
+        progress("loading the tokenizer", StartStep.TOKENIZER)
         from transformers import AutoTokenizer
 
         runtime = runtime_box[0]
@@ -52,6 +57,9 @@ def build_runtime(settings: AppSettings, plan: EnginePlan) -> Runtime:
             watch.after_load = watch.sample()
 
     host.add_listener(on_status)
+    if terminal_bar:
+        log.info("vLLM's full log: %s", settings.server.log_file.resolve())
+        host.add_listener(StartProgressBar(sys.stderr))
     return runtime
 
 

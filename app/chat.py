@@ -15,7 +15,7 @@ import chainlit as cl
 from chainlit.input_widget import Slider, TextInput
 
 from app.conversation import PromptTooLong, clamp_sampling, clean_message, fit_to_context, stats_line_values
-from app.engine import EngineDied, EngineState, EngineUnavailable
+from app.engine import START_STEPS, EngineDied, EngineState, EngineStatus, EngineUnavailable
 from app.i18n import lang_of, t
 from app.runtime import Runtime, current_runtime
 
@@ -62,18 +62,28 @@ def status_markdown(rt: Runtime, language: str) -> str:
     lines = [
         f"**{'显卡' if zh else 'Card'}:** {gpu.name if gpu else 'CPU'}",
         f"**{'配置' if zh else 'Profile'}:** {rt.plan.profile}",
-        f"**{'引擎' if zh else 'Engine'}:** {status.state.value}" + (f" — {status.detail}" if status.detail else ""),
+        f"**{'引擎' if zh else 'Engine'}:** {status.state.value}" + (f" — {status.detail}" if status.detail else "")
+        + (f"  \n{start_progress_line(status, zh)}" if status.starting else ""),
         f"**{'上下文' if zh else 'Context'}:** {rt.max_model_len} tokens",
     ]
     if status.restarts:
         lines.append(f"**{'重启次数' if zh else 'Restarts'}:** {status.restarts}")
     watch = rt.gpu_memory
     if watch is not None:
-        now = watch.sample()
+        now = watch.last if watch.last is not None else watch.sample()
         fmt = lambda b: "–" if b is None else f"{b / 2**30:.2f} GiB"  # noqa: E731
         lines.append(f"**{'显存（加载后 / 峰值 / 当前）' if zh else 'GPU memory (after load / peak / now)'}:** "
                      f"{fmt(watch.after_load)} / {fmt(watch.peak)} / {fmt(now)}")
     return "  \n".join(lines)
+
+
+def start_progress_line(status: EngineStatus, zh: bool) -> str:
+    """'step 3 of 4 · 12 s' as a text bar, the UI's twin of the terminal's progress bar."""
+    step = int(status.step or 0)
+    bar = "▰" * (step - 1) + "▱" * (START_STEPS - step + 1)
+    seconds = time.time() - status.start_began_at
+    return (f"{bar} 第 {step}/{START_STEPS} 步 · {seconds:.0f} 秒" if zh
+            else f"{bar} step {step} of {START_STEPS} · {seconds:.0f} s")
 
 
 async def show_status(rt: Runtime) -> None:
@@ -87,11 +97,15 @@ STATUS_REFRESH_SECONDS = 1.0
 
 
 async def keep_status_fresh(rt: Runtime) -> None:
-    """Redraw the status panel whenever the engine state changes (loading -> ready, restarts)."""
+    """Redraw the status panel when something in it changes: the engine state (loading -> ready,
+    restarts), the start's elapsed seconds, the GPU memory peak while an answer is generated."""
     shown = None
     while True:
         status = rt.host.status
-        current = (status.state, status.detail, status.restarts)
+        watch = rt.gpu_memory
+        current = (status.state, status.detail, status.restarts,
+                   int(time.time() - status.start_began_at) if status.starting else None,
+                   (watch.peak or 0) >> 20 if watch else None)
         if current != shown:
             shown = current
             await show_status(rt)
@@ -228,7 +242,7 @@ async def answer(rt: Runtime, user_text: str) -> None:
             # stream_token sent the message with the first piece; an empty answer was never sent.
             await (reply.update() if parts else reply.send())
             if rt.gpu_memory:
-                rt.gpu_memory.sample()
+                rt.gpu_memory.sample(generating=True)
         elif parts:
             await reply.update()
 

@@ -43,6 +43,8 @@ def run_check(settings: AppSettings) -> int:
             body = {}
         state = body.get("state", f"HTTP {err.code}")
         detail = body.get("detail") or ""
+        if body.get("step"):
+            detail = f"step {body['step']}/{body['steps']}, {body.get('starting_seconds', 0):.0f} s: {detail}"
         message = f"not ready: {state}" + (f" ({detail})" if detail else "")
     except (urllib.error.URLError, OSError) as err:
         reason = getattr(err, "reason", err)

@@ -48,6 +48,18 @@ class EngineDied(Exception):
     """The engine died while answering; the host restarts it."""
 
 
+class StartStep(int, Enum):
+    """The steps of an engine start, numbered for progress displays (terminal bar, UI panel, /readyz)."""
+
+    MODEL = 1  # find the model, or download it on the first run
+    TOKENIZER = 2
+    ENGINE = 3  # vLLM loads the weights, sizes the KV cache, captures graphs: the long step
+    WARMUP = 4  # the first request, paid before "ready"
+
+
+START_STEPS = len(StartStep)
+
+
 @dataclass
 class EngineStatus:
     state: EngineState = EngineState.STOPPED
@@ -56,10 +68,22 @@ class EngineStatus:
     ready_seconds: Optional[float] = None  # launch -> ready, the first time
     last_error: str = ""
     changed_at: float = field(default_factory=time.time)
+    step: Optional[StartStep] = None  # while starting: which step; None otherwise
+    step_started_at: float = field(default_factory=time.time)
+    start_began_at: float = field(default_factory=time.time)
+
+    @property
+    def starting(self) -> bool:
+        return self.state in (EngineState.LOADING, EngineState.WARMING, EngineState.RESTARTING) and \
+            self.step is not None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"state": self.state.value, "detail": self.detail, "restarts": self.restarts,
-                "ready_seconds": self.ready_seconds, "last_error": self.last_error}
+        out = {"state": self.state.value, "detail": self.detail, "restarts": self.restarts,
+               "ready_seconds": self.ready_seconds, "last_error": self.last_error}
+        if self.starting:
+            out.update(step=int(self.step), steps=START_STEPS,
+                       starting_seconds=round(time.time() - self.start_began_at, 1))
+        return out
 
 
 @dataclass(frozen=True)
@@ -154,10 +178,17 @@ class EngineHost:
     def add_listener(self, callback: Callable[[EngineStatus], None]) -> None:
         self._listeners.append(callback)
 
-    def _set(self, state: EngineState, detail: str = "") -> None:
-        self.status.state, self.status.detail, self.status.changed_at = state, detail, time.time()
+    def _set(self, state: EngineState, detail: str = "", step: Optional[StartStep] = None) -> None:
+        now = time.time()
+        status = self.status
+        if step is not None and step != status.step:
+            status.step_started_at = now
+            if step == StartStep.MODEL or status.step is None:
+                status.start_began_at = now
+        status.state, status.detail, status.changed_at, status.step = state, detail, now, step
         self.metrics.set_engine_state(state.value)
-        log.info("engine %s%s", state.value, f": {detail}" if detail else "")
+        where = f" [{int(step)}/{START_STEPS}]" if step is not None else ""
+        log.info("engine %s%s%s", state.value, where, f": {detail}" if detail else "")
         for callback in list(self._listeners):
             try:
                 callback(self.status)
@@ -190,9 +221,12 @@ class EngineHost:
 
     async def _first_start(self) -> None:
         try:
-            self._set(EngineState.LOADING, "finding the model")
-            self._model_path = await asyncio.to_thread(self._model_path_provider,
-                                                       lambda d: self._set(EngineState.LOADING, d))
+            self._set(EngineState.LOADING, "finding the model", StartStep.MODEL)
+
+            def progress(detail: str, step: StartStep = StartStep.MODEL) -> None:
+                self._set(EngineState.LOADING, detail, step)
+
+            self._model_path = await asyncio.to_thread(self._model_path_provider, progress)
             await self._start_with_retry()
         except asyncio.CancelledError:
             raise
@@ -227,19 +261,20 @@ class EngineHost:
                            "or use --profile cpu" if _is_out_of_memory(err) else
                            "See the log file for the full error")) from err
                 log.warning("out of memory at start; retrying with a smaller KV cache")
-                self._set(EngineState.LOADING, "retrying with a smaller KV cache")
+                self._set(EngineState.LOADING, "retrying with a smaller KV cache", StartStep.ENGINE)
                 plan = smaller
 
     async def _start_once(self, plan: EnginePlan) -> None:
         assert self._thread is not None and self._model_path is not None
-        self._set(EngineState.LOADING, "loading the model into the engine")
+        state = EngineState.RESTARTING if self.status.state is EngineState.RESTARTING else EngineState.LOADING
+        self._set(state, "loading the model into the engine", StartStep.ENGINE)
         started = time.time()
 
         async def build():
             return self._factory(self._model_path, plan)
 
         self._engine = await asyncio.wait_for(self._thread.call(build()), self.start_timeout)
-        self._set(EngineState.WARMING, f"engine up in {time.time() - started:.1f}s; first request")
+        self._set(EngineState.WARMING, f"engine up in {time.time() - started:.1f}s; first request", StartStep.WARMUP)
         # The first request after start costs seconds (allocations, lazy init): pay it before "ready".
         async for _ in self._raw_stream({"prompt_token_ids": [1, 2, 3, 4]}, {"max_tokens": 4, "temperature": 0.0},
                                         f"warmup-{uuid.uuid4().hex[:8]}"):

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from pathlib import Path
 from typing import Any, Callable, Optional
 
@@ -40,7 +41,8 @@ def resolve_model(settings: ModelSettings, progress: Callable[[str], None] = lam
     progress("looking in the local cache" if offline else f"downloading {settings.model} (first run only)")
     try:
         path = snapshot_download(settings.model, allow_patterns=ALLOW_PATTERNS, local_files_only=offline,
-                                 cache_dir=str(settings.download_dir) if settings.download_dir else None)
+                                 cache_dir=str(settings.download_dir) if settings.download_dir else None,
+                                 tqdm_class=reporting_bar(f"downloading {settings.model}", progress))
     except LocalEntryNotFoundError:
         if offline:
             raise ModelNotFoundError(
@@ -56,6 +58,49 @@ def resolve_model(settings: ModelSettings, progress: Callable[[str], None] = lam
         raise ModelNotFoundError(f"cannot download {settings.model}: {err}; check the network, or pass --model "
                                  "/path/to/model") from None
     return path
+
+
+def reporting_bar(label: str, progress: Callable[[str], None], every_s: float = 1.0) -> type:
+    """huggingface_hub's progress bar class, also telling ``progress`` how far the download is.
+
+    The terminal keeps hub's own bars; the UI's status panel and /readyz get "label: 120 / 721 MB (17%)"
+    at most once per ``every_s``. Bars counting bytes report megabytes, others (files) plain counts.
+    """
+    from huggingface_hub.utils import tqdm as hub_tqdm
+
+    class ReportingBar(hub_tqdm):
+        last_report = 0.0
+        saw_bytes = False  # hub >= 1.0 counts bytes; older hubs only count files: report what there is
+
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            # Our own tally and unit: a disabled tqdm (HF_HUB_DISABLE_PROGRESS_BARS) keeps neither.
+            self.counted = float(kwargs.get("initial") or 0)
+            self.report_unit = kwargs.get("unit", "it")
+            ReportingBar.saw_bytes |= self.report_unit == "B"
+
+        def update(self, n: float | None = 1) -> bool | None:
+            shown = super().update(n)
+            self.counted += n or 0
+            unit, total = self.report_unit, getattr(self, "total", None)
+            if unit != "B" and ReportingBar.saw_bytes:
+                return shown
+            now = time.monotonic()
+            if now - ReportingBar.last_report >= every_s or (total and self.counted >= total):
+                ReportingBar.last_report = now
+                progress(f"{label}: {describe_progress(self.counted, total, unit)}")
+            return shown
+
+    return ReportingBar
+
+
+def describe_progress(done: float, total: Optional[float], unit: str) -> str:
+    if unit == "B":
+        digits = 1 if (total or done) < 10e6 else 0
+        text = f"{done / 1e6:.{digits}f} / {total / 1e6:.{digits}f} MB" if total else f"{done / 1e6:.{digits}f} MB"
+    else:
+        text = f"{done:.0f} / {total:.0f} {unit}" if total else f"{done:.0f} {unit}"
+    return text + (f" ({100 * done / total:.0f}%)" if total else "")
 
 
 def read_model_config(path: str) -> dict[str, Any]:

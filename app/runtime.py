@@ -5,6 +5,7 @@ Chainlit loads its handler file itself (app/chainlit_app.py), so that file finds
 """
 from __future__ import annotations
 
+import asyncio
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
@@ -18,17 +19,38 @@ from app.telemetry import AppMetrics
 
 @dataclass
 class GpuMemoryWatch:
-    """GPU memory after load and the peak seen while generating (NVML), for the status panel."""
+    """GPU memory after load and the peak while generating (NVML), for the status panel and /metrics.
+
+    ``follow`` samples several times a second while answers are being generated (a short answer's peak
+    would fall between slow samples) and only now and then when idle.
+    """
 
     read: Callable[[], Optional[int]]
     after_load: Optional[int] = None
-    peak: Optional[int] = None
+    peak: Optional[int] = None  # highest reading taken while an answer was being generated
+    last: Optional[int] = None
 
-    def sample(self) -> Optional[int]:
+    def sample(self, generating: bool = False) -> Optional[int]:
         used = self.read()
         if used is not None:
-            self.peak = max(self.peak or 0, used)
+            self.last = used
+            if generating:
+                self.peak = max(self.peak or 0, used)
         return used
+
+    async def follow(self, generating: Callable[[], bool], metrics: Optional[AppMetrics] = None,
+                     busy_every_s: float = 0.2, idle_every_s: float = 5.0) -> None:
+        last_sample = 0.0
+        while True:
+            busy = generating()
+            if busy or time.monotonic() - last_sample >= idle_every_s:
+                last_sample = time.monotonic()
+                used = await asyncio.to_thread(self.sample, busy)
+                if metrics is not None and used is not None:
+                    metrics.gpu_memory_used.set(used)
+                    if self.peak is not None:
+                        metrics.gpu_memory_peak.set(self.peak)
+            await asyncio.sleep(busy_every_s)
 
 
 @dataclass

@@ -7,6 +7,7 @@ background and shuts it down before the process exits.
 """
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import gzip
 import hmac
@@ -81,9 +82,14 @@ def create_app(runtime: Runtime) -> FastAPI:
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         runtime.host.start_in_background()
+        watch = runtime.gpu_memory
+        sampler = asyncio.create_task(watch.follow(lambda: runtime.host.gate.active > 0, runtime.metrics),
+                                      name="gpu-memory-sampler") if watch else None
         try:
             yield
         finally:
+            if sampler:
+                sampler.cancel()
             log.info("shutting down the engine")
             await runtime.host.shutdown()
             log.info("engine shut down")

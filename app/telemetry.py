@@ -5,9 +5,12 @@ together with vLLM's, which vLLM registers in prometheus_client's default regist
 """
 from __future__ import annotations
 
+import json
 import logging
+import os
 import sys
 from pathlib import Path
+from typing import Optional
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
@@ -15,12 +18,30 @@ LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 STATES = ("stopped", "loading", "warming", "ready", "restarting", "failed")
 
 
-def setup_logging(log_file: Path, level: int = logging.INFO) -> None:
-    """App and vLLM logs to the log file; our own INFO lines also to the terminal."""
+class BarSafeHandler(logging.StreamHandler):
+    """Writes each line through tqdm.write, so a log line never lands inside the start progress bar."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            from tqdm import tqdm
+
+            tqdm.write(self.format(record), file=self.stream)
+        except Exception:
+            self.handleError(record)
+
+
+def setup_logging(log_file: Path, level: int = logging.INFO, vllm_console_level: Optional[str] = None,
+                  env: Optional[dict[str, str]] = None) -> None:
+    """App and vLLM logs to the log file; our own INFO lines also to the terminal.
+
+    ``vllm_console_level`` (e.g. "WARNING" while a progress bar is drawn) quiets vLLM on the terminal; its
+    full log still goes to the file, from every vLLM process (see ``route_vllm_logs``).
+    """
+    log_file = log_file.resolve()
     log_file.parent.mkdir(parents=True, exist_ok=True)
     file_handler = logging.FileHandler(log_file, encoding="utf-8")
     file_handler.setFormatter(logging.Formatter(LOG_FORMAT))
-    console = logging.StreamHandler(sys.stderr)
+    console = BarSafeHandler(sys.stderr)
     console.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s", "%H:%M:%S"))
     ours = logging.getLogger("ernie_chat")
     ours.setLevel(level)
@@ -29,9 +50,40 @@ def setup_logging(log_file: Path, level: int = logging.INFO) -> None:
     ours.addHandler(file_handler)
     ours.addHandler(console)
     ours.propagate = False
-    # vLLM already prints to the terminal; send a copy to the file so one place has everything.
-    vllm_logger = logging.getLogger("vllm")
-    vllm_logger.addHandler(file_handler)
+    if not route_vllm_logs(log_file, vllm_console_level, os.environ if env is None else env):
+        # The user brought a vLLM logging config of their own: copy at least this process's vLLM lines.
+        logging.getLogger("vllm").addHandler(file_handler)
+
+
+def route_vllm_logs(log_file: Path, console_level: Optional[str], env: dict[str, str]) -> bool:
+    """Have every vLLM process (this one, the engine core, its workers) log to our file as well.
+
+    vLLM configures its logger at import, in each process, from VLLM_LOGGING_CONFIG_PATH; the engine
+    processes inherit the variable. False (and nothing changed) when the user configured vLLM's logging.
+    """
+    if env.get("VLLM_LOGGING_CONFIG_PATH") or env.get("VLLM_CONFIGURE_LOGGING", "1") == "0":
+        return False
+    level = env.get("VLLM_LOGGING_LEVEL", "INFO").upper()
+    config = {
+        "version": 1,
+        "disable_existing_loggers": False,
+        "formatters": {
+            "file": {"format": "%(asctime)s %(levelname)s %(name)s [%(processName)s]: %(message)s"},
+            "console": {"format": "%(levelname)s %(asctime)s [%(filename)s:%(lineno)d] %(message)s",
+                        "datefmt": "%m-%d %H:%M:%S"},
+        },
+        "handlers": {
+            "file": {"class": "logging.FileHandler", "filename": str(log_file), "encoding": "utf-8",
+                     "formatter": "file", "level": level},
+            "console": {"class": "logging.StreamHandler", "stream": "ext://sys.stdout", "formatter": "console",
+                        "level": console_level or level},
+        },
+        "loggers": {"vllm": {"handlers": ["file", "console"], "level": level, "propagate": False}},
+    }
+    path = log_file.with_name(log_file.name + ".vllm-logging.json")
+    path.write_text(json.dumps(config, indent=1), encoding="utf-8")
+    env["VLLM_LOGGING_CONFIG_PATH"] = str(path)
+    return True
 
 
 class AppMetrics:
@@ -54,6 +106,10 @@ class AppMetrics:
         self.engine_restarts = Counter("ernie_chat_engine_restarts", "Engine restarts after a failure", registry=r)
         self.engine_state = Gauge("ernie_chat_engine_state", "1 for the engine's current state", ["state"],
                                   registry=r)
+        self.gpu_memory_used = Gauge("ernie_chat_gpu_memory_used_bytes", "GPU memory in use (NVML), sampled "
+                                     "several times a second while answering", registry=r)
+        self.gpu_memory_peak = Gauge("ernie_chat_gpu_memory_peak_bytes", "Highest GPU memory in use seen "
+                                     "since start (NVML)", registry=r)
         self.set_engine_state("stopped")
 
     def set_engine_state(self, state: str) -> None:

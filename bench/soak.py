@@ -86,7 +86,28 @@ async def fill_kv_cache(url: str, concurrency: int, stats: dict) -> None:
                     stats["errors"].append(f"warm-up HTTP {r.status_code}: {r.text[:200]}")
 
 
-async def run_load(url: str, duration: float, rate: float, concurrency: int, stats: dict) -> None:
+async def sample_rss(pid: int | None, every: float, timeline: list) -> None:
+    """RSS per process every `every` seconds, so a report shows whether memory settles or keeps climbing."""
+    start = time.time()
+    while pid:
+        sizes = rss_by_process(pid)
+        timeline.append({"t_s": round(time.time() - start), "total_mib": round(sum(sizes.values()) / 2**20),
+                         **{name.rsplit(":", 1)[0]: round(v / 2**20) for name, v in sizes.items() if v > 50 * 2**20}})
+        print(json.dumps(timeline[-1]), flush=True)
+        await asyncio.sleep(every)
+
+
+async def run_load(url: str, duration: float, rate: float, concurrency: int, stats: dict,
+                   pid: int | None = None, sample_every: float = 0, timeline: list | None = None) -> None:
+    sampler = asyncio.create_task(sample_rss(pid, sample_every, timeline)) if sample_every and pid else None
+    try:
+        await _load(url, duration, rate, concurrency, stats)
+    finally:
+        if sampler:
+            sampler.cancel()
+
+
+async def _load(url: str, duration: float, rate: float, concurrency: int, stats: dict) -> None:
     rng = random.Random(0)
     limit = asyncio.Semaphore(concurrency)
     tasks = set()
@@ -117,6 +138,7 @@ def main() -> int:
     parser.add_argument("--pid", type=int, help="with --url: the app's process id, for RSS")
     parser.add_argument("--max-rss-growth", type=float, default=0.05)
     parser.add_argument("--warmup", type=float, default=60, help="seconds of chats before the RSS baseline")
+    parser.add_argument("--sample-every", type=float, default=60, help="seconds between RSS samples (0: none)")
     args = parser.parse_args()
 
     app = None
@@ -141,7 +163,8 @@ def main() -> int:
         by_process_start = rss_by_process(pid) if pid else {}
         stats = {"ok": 0, "failed": 0, "latency": [], "errors": []}
         t0 = time.time()
-        asyncio.run(run_load(url, args.duration, args.rate, args.concurrency, stats))
+        timeline: list = []
+        asyncio.run(run_load(url, args.duration, args.rate, args.concurrency, stats, pid, args.sample_every, timeline))
         rss_end = tree_rss(pid) if pid else None
         by_process_end = rss_by_process(pid) if pid else {}
     finally:
@@ -157,6 +180,7 @@ def main() -> int:
               "rss_growth_pct": round(growth * 100, 2),
               "rss_mib_by_process": {k: [round(by_process_start.get(k, 0) / 2**20), round(v / 2**20)]
                                      for k, v in by_process_end.items()},
+              "rss_timeline": timeline,
               "errors": stats["errors"][:5] + warm["errors"][:5]}
     print(json.dumps(report, ensure_ascii=False, indent=1))
     failed = stats["failed"] + warm["failed"] > 0 or stats["ok"] == 0 or growth > args.max_rss_growth

@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
+import pty
 import signal
 import socket
+import struct
 import subprocess
 import sys
+import termios
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -37,7 +42,10 @@ def get(url: str, timeout: float = 3.0, headers: Optional[dict] = None) -> tuple
 
 
 class LaunchedApp:
-    def __init__(self, model_dir: Path, tmp: Path, *extra: str, env: Optional[dict] = None) -> None:
+    """``terminal=True`` runs it on a pseudo-terminal, as in a user's shell (progress bar, no vLLM INFO)."""
+
+    def __init__(self, model_dir: Path, tmp: Path, *extra: str, env: Optional[dict] = None,
+                 terminal: bool = False) -> None:
         self.port = free_port()
         self.log_file = tmp / "llm.log"
         self.stdout = open(tmp / "stdout.txt", "w+")
@@ -45,8 +53,30 @@ class LaunchedApp:
         self.args = ["--model", str(model_dir), "--port", str(self.port), "--log-file", str(self.log_file), *extra]
         full_env = {**os.environ, "VLLM_HOST_IP": "127.0.0.1", **(env or {})}
         self.started = time.time()
-        self.proc = subprocess.Popen([sys.executable, "launch.py", *self.args], cwd=ROOT, env=full_env,
-                                     stdout=self.stdout, stderr=subprocess.STDOUT)
+        if terminal:
+            primary, secondary = pty.openpty()
+            # 40 rows x 160 columns, like a terminal window (a fresh pty reports 0 x 0)
+            fcntl.ioctl(secondary, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 160, 0, 0))
+            self.proc = subprocess.Popen([sys.executable, "launch.py", *self.args], cwd=ROOT, env=full_env,
+                                         stdout=secondary, stderr=secondary, stdin=subprocess.DEVNULL)
+            os.close(secondary)
+            threading.Thread(target=self._copy_terminal, args=(primary,), daemon=True).start()
+        else:
+            self.proc = subprocess.Popen([sys.executable, "launch.py", *self.args], cwd=ROOT, env=full_env,
+                                         stdout=self.stdout, stderr=subprocess.STDOUT)
+
+    def _copy_terminal(self, fd: int) -> None:
+        with open(self.stdout.name, "ab") as out:
+            while True:
+                try:
+                    chunk = os.read(fd, 65536)
+                except OSError:  # the app closed the terminal (exited)
+                    break
+                if not chunk:
+                    break
+                out.write(chunk)
+                out.flush()
+        os.close(fd)
 
     def output(self) -> str:
         self.stdout.flush()

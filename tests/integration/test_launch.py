@@ -14,15 +14,19 @@ pytestmark = pytest.mark.timeout(600)
 
 
 def test_lifecycle_loading_ready_check_metrics_and_clean_exit(tiny_model_dir, tmp_path):
-    """HTTP within 3 s, loading shown in the page, ready + marker, check in all three states, SIGINT exit."""
+    """HTTP within 3 s, loading shown in the page, ready + marker, check in all three states, SIGINT exit.
+
+    Run on a pseudo-terminal, as from a user's shell: the start shows a progress bar there.
+    """
     from playwright.sync_api import sync_playwright
 
-    app = LaunchedApp(tiny_model_dir, tmp_path)
+    app = LaunchedApp(tiny_model_dir, tmp_path, terminal=True)
     try:
         http_after = app.wait_http(timeout=30)
         assert http_after < 3.0, f"UI answered only after {http_after:.1f}s"
         code, body = app.readyz()
         assert code == 503 and body["state"] in ("loading", "warming") and not body["ready"]
+        assert 1 <= body["step"] <= body["steps"] == 4 and body["starting_seconds"] >= 0
         loading_check = app.check()
         assert loading_check.returncode == 1 and "not ready: loading" in loading_check.stdout
 
@@ -32,7 +36,8 @@ def test_lifecycle_loading_ready_check_metrics_and_clean_exit(tiny_model_dir, tm
             page.goto(app.url + "/")
             page.wait_for_selector("#chat-input", timeout=30000)
             page.get_by_text("Engine:").wait_for(timeout=15000)
-            assert "loading" in page.inner_text("#side-view-content")
+            panel = page.inner_text("#side-view-content")
+            assert "loading" in panel and " of 4 · " in panel, panel  # "▰▰▱▱ step 2 of 4 · 3 s"
             ready_after = app.wait_ready()
             page.get_by_text("ready in").wait_for(timeout=15000)  # the panel redraws by itself
             browser.close()
@@ -41,7 +46,15 @@ def test_lifecycle_loading_ready_check_metrics_and_clean_exit(tiny_model_dir, tm
         assert code == 200 and body["ready"] and body["state"] == "ready"
         ready_check = app.check()
         assert ready_check.returncode == 0 and ready_check.stdout.startswith("ready:")
-        assert "Engine started." in app.log_file.read_text()
+        log_text = app.log_file.read_text()
+        assert "Engine started." in log_text
+        # The terminal showed the start as a bar, step by step, ending full ...
+        terminal = app.output()
+        assert "starting [3/4] loading the model into the engine" in terminal and "2/4 steps" in terminal
+        assert "ready: ready in" in terminal and "4/4 steps" in terminal
+        # ... with vLLM's INFO lines kept off it, and in the log file instead, from its engine process too.
+        assert "Initializing a V1 LLM engine" not in terminal
+        assert any("Initializing a V1 LLM engine" in line and "[EngineCore" in line for line in log_text.splitlines())
         code, metrics = get(app.url + "/metrics")
         assert code == 200 and "vllm:num_requests_running" in metrics
         assert metric_value(metrics, "ernie_chat_engine_state") == 1

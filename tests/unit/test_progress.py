@@ -1,0 +1,116 @@
+"""Start progress (terminal bar, status steps), the GPU memory sampler, and where vLLM's log goes."""
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+import logging
+import logging.config
+
+from app.engine import START_STEPS, EngineHost, EngineState, StartStep
+from app.progress import StartProgressBar
+from app.runtime import GpuMemoryWatch
+from app.telemetry import AppMetrics, route_vllm_logs
+
+
+class _Plan:
+    engine_args: dict = {}
+
+
+def _host() -> EngineHost:
+    return EngineHost(lambda progress: "unused", _Plan(), AppMetrics(), max_concurrent=2)
+
+
+def test_status_reports_the_start_step_and_seconds_while_starting():
+    host = _host()
+    host._set(EngineState.LOADING, "finding the model", StartStep.MODEL)
+    host._set(EngineState.LOADING, "loading the model into the engine", StartStep.ENGINE)
+    out = host.status.to_dict()
+    assert (out["step"], out["steps"]) == (3, START_STEPS) and out["starting_seconds"] >= 0
+    host._set(EngineState.READY, "ready in 1.0s")
+    assert "step" not in host.status.to_dict() and not host.status.starting
+
+
+def test_terminal_bar_follows_the_steps_and_ends_full():
+    stream = io.StringIO()
+    bar = StartProgressBar(stream, refresh_s=0.05)
+    host = _host()
+    host.add_listener(bar)
+    host._set(EngineState.LOADING, "downloading baidu/ERNIE-4.5-0.3B-PT: 12.0 / 721.0 MB (2%)", StartStep.MODEL)
+    host._set(EngineState.LOADING, "loading the model into the engine", StartStep.ENGINE)
+    host._set(EngineState.WARMING, "engine up in 20.0s; first request", StartStep.WARMUP)
+    host._set(EngineState.READY, "ready in 21.0s")
+    text = stream.getvalue()
+    assert "starting [1/4] downloading baidu/ERNIE-4.5-0.3B-PT: 12.0 / 721.0 MB (2%)" in text
+    assert "starting [3/4] loading the model into the engine" in text and "2/4 steps" in text
+    assert "ready: ready in 21.0s" in text and "4/4 steps" in text
+    # Closed after ready: a later state change draws nothing.
+    before = stream.getvalue()
+    host._set(EngineState.STOPPED)
+    assert stream.getvalue() == before
+
+
+def test_terminal_bar_shows_a_restart_and_a_failure():
+    stream = io.StringIO()
+    host = _host()
+    host.add_listener(StartProgressBar(stream, refresh_s=0.05))
+    host._set(EngineState.RESTARTING, "engine process died")  # no step yet: nothing to draw
+    host._set(EngineState.RESTARTING, "loading the model into the engine", StartStep.ENGINE)
+    host._set(EngineState.FAILED, "engine start failed (boom)")
+    text = stream.getvalue()
+    assert "restarting [3/4] loading the model into the engine" in text
+    assert "failed: engine start failed (boom)" in text
+
+
+def test_gpu_peak_is_taken_while_generating_even_between_slow_samples():
+    """A short answer's peak falls between idle samples; the sampler speeds up while answering."""
+    readings = iter([1000] * 3 + [5000] * 3 + [1200] * 1000)
+    watch = GpuMemoryWatch(lambda: next(readings))
+    metrics = AppMetrics()
+    generating = {"now": False}
+
+    async def scenario():
+        task = asyncio.create_task(watch.follow(lambda: generating["now"], metrics, busy_every_s=0.01,
+                                                idle_every_s=10))
+        await asyncio.sleep(0.05)  # idle: one sample, no peak yet
+        assert watch.peak is None and watch.last == 1000
+        generating["now"] = True
+        await asyncio.sleep(0.15)  # an answer: fast samples catch the spike
+        generating["now"] = False
+        await asyncio.sleep(0.05)
+        task.cancel()
+
+    asyncio.run(scenario())
+    assert watch.peak == 5000
+    assert metrics.gpu_memory_peak._value.get() == 5000
+    assert metrics.gpu_memory_used._value.get() in (1000, 5000, 1200)
+
+
+def test_vllm_logs_go_to_our_file_from_every_process(tmp_path):
+    env: dict[str, str] = {}
+    log_file = tmp_path / "llm.log"
+    assert route_vllm_logs(log_file, "WARNING", env)
+    config = json.loads(open(env["VLLM_LOGGING_CONFIG_PATH"]).read())
+    assert config["handlers"]["file"]["filename"] == str(log_file)
+    assert config["handlers"]["console"]["level"] == "WARNING"
+    # The same config, applied as vLLM applies it in each process, writes INFO to the file only.
+    logging.config.dictConfig(config)
+    stream = io.StringIO()
+    console = next(h for h in logging.getLogger("vllm").handlers if not isinstance(h, logging.FileHandler))
+    console.setStream(stream)
+    logging.getLogger("vllm.test").info("an info line")
+    logging.getLogger("vllm.test").warning("a warning line")
+    for handler in logging.getLogger("vllm").handlers:
+        handler.flush()
+    assert "an info line" in log_file.read_text() and "a warning line" in log_file.read_text()
+    assert "an info line" not in stream.getvalue() and "a warning line" in stream.getvalue()
+    for handler in list(logging.getLogger("vllm").handlers):
+        logging.getLogger("vllm").removeHandler(handler)
+        handler.close()
+
+
+def test_a_users_own_vllm_logging_config_is_left_alone(tmp_path):
+    env = {"VLLM_LOGGING_CONFIG_PATH": "/etc/mine.json"}
+    assert not route_vllm_logs(tmp_path / "llm.log", None, env)
+    assert env == {"VLLM_LOGGING_CONFIG_PATH": "/etc/mine.json"}
+    assert not route_vllm_logs(tmp_path / "llm.log", None, {"VLLM_CONFIGURE_LOGGING": "0"})
