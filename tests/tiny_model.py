@@ -67,7 +67,36 @@ def build(out_dir: str | Path, hidden_size: int = 128, layers: int = 2, max_posi
     return out
 
 
+def build_full_size(out_dir: str | Path) -> Path:
+    """ERNIE-4.5-0.3B-PT's real shape (18 layers, hidden 1024, vocab 103424) with random weights.
+
+    For GPU runs without a model hub: memory and speed per token equal the real model's. The small
+    tokenizer is padded with filler tokens up to the real vocabulary, so every id the model can sample
+    decodes (to text like " w52311").
+    """
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    build_tokenizer(out)
+    real = json.loads((REAL_FILES / "config.json").read_text())
+    tokenizer_file = out / "tokenizer.json"
+    spec = json.loads(tokenizer_file.read_text())
+    vocab = spec["model"]["vocab"]
+    taken = len(vocab) + sum(1 for t in spec["added_tokens"] if t["content"] not in vocab)
+    for new_id in range(taken, real["vocab_size"]):
+        vocab[f"\u0120w{new_id}"] = new_id  # "Ġ" is the byte-level space
+    tokenizer_file.write_text(json.dumps(spec, ensure_ascii=False))
+    config = AutoConfig.for_model(**real)
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_config(config).to(torch.bfloat16)
+    model.save_pretrained(out)
+    shutil.copy(REAL_FILES / "generation_config.json", out / "generation_config.json")
+    return out
+
+
 if __name__ == "__main__":
-    if len(sys.argv) != 2:
-        sys.exit("usage: python tests/tiny_model.py OUT_DIR")
-    print(build(sys.argv[1]))
+    if len(sys.argv) not in (2, 3) or (len(sys.argv) == 3 and sys.argv[2] != "--full-size"):
+        sys.exit("usage: python tests/tiny_model.py OUT_DIR [--full-size]")
+    print(build_full_size(sys.argv[1]) if len(sys.argv) == 3 else build(sys.argv[1]))

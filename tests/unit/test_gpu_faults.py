@@ -49,3 +49,27 @@ def test_quiet_card_reports_nothing_then_xid_then_ecc():
     nvml.ecc = 4
     assert "uncorrected ECC" in watch()
     assert watch() is None
+
+
+def test_memory_in_use_matches_nvidia_smi_and_falls_back_to_v1():
+    """nvidia-smi's "used" leaves out the driver's reserved memory (NVML v2); old bindings have only v1."""
+    from types import SimpleNamespace
+
+    from app.hardware import memory_in_use
+
+    class NewBindings:
+        nvmlMemory_v2 = 0x2000028
+
+        @staticmethod
+        def nvmlDeviceGetMemoryInfo(handle, version=None):
+            if version == NewBindings.nvmlMemory_v2:
+                return SimpleNamespace(used=2573 * 2**20, reserved=611 * 2**20)
+            return SimpleNamespace(used=3184 * 2**20)
+
+    class OldBindings:
+        @staticmethod
+        def nvmlDeviceGetMemoryInfo(handle):
+            return SimpleNamespace(used=3184 * 2**20)
+
+    assert memory_in_use(NewBindings, object()) == 2573 * 2**20
+    assert memory_in_use(OldBindings, object()) == 3184 * 2**20
