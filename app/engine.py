@@ -140,6 +140,8 @@ def create_vllm_engine(model_path: str, plan: EnginePlan) -> Any:
     """Build AsyncLLM for the plan. Runs on the engine thread (it blocks for the whole model load)."""
     os.environ.setdefault("VLLM_HOST_IP", "127.0.0.1")  # one host: no network lookups for our own address
     os.environ.update(plan.env)
+    for name, value in plan.env_defaults.items():
+        os.environ.setdefault(name, value)
     from vllm.engine.arg_utils import AsyncEngineArgs
     from vllm.v1.engine.async_llm import AsyncLLM
 

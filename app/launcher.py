@@ -70,6 +70,9 @@ def print_plan(plan: EnginePlan, as_json: bool) -> None:
     print(f"profile: {plan.profile}   planned memory: {plan.planned_bytes / GIB:.2f} GiB")
     for name, value in plan.engine_args.items():
         print(f"  --{name.replace('_', '-')}={value}\n      why: {plan.reasons.get(name, '')}")
+    for name, value in {**plan.env_defaults, **plan.env}.items():
+        if name in plan.reasons:
+            print(f"  env {name}={value}\n      why: {plan.reasons[name]}")
     if "gpu" in plan.reasons:
         print(f"  gpu: {plan.reasons['gpu']}")
     for line in plan.warnings:

@@ -159,6 +159,10 @@ def test_no_gpu_uses_the_cpu_build_or_says_what_to_install():
     plan = plan_engine(EngineSettings(), [], CPU_BUILD, ERNIE, CpuFacts(has_bf16=True, available_bytes=16 * GIB))
     assert plan.device == "cpu" and plan.engine_args["dtype"] == "bfloat16"
     assert plan.engine_args["enforce_eager"] is True
+    # The CPU worker's oneDNN kernel cache is bounded (it grew the worker +9% in a 20-min soak), but a
+    # value the user set wins: it is a default, not an override.
+    assert int(plan.env_defaults["ONEDNN_PRIMITIVE_CACHE_CAPACITY"]) < 1024
+    assert "ONEDNN_PRIMITIVE_CACHE_CAPACITY" not in plan.env and plan.reasons["ONEDNN_PRIMITIVE_CACHE_CAPACITY"]
     with pytest.raises(UnsupportedHardwareError, match="requirements-cpu.txt"):
         plan_engine(EngineSettings(), [], CUDA13, ERNIE)
 
