@@ -350,12 +350,17 @@ def _plan_gpu(settings: EngineSettings, gpus: Sequence[GpuInfo], build: VllmBuil
     else:
         # vLLM refuses to start unless free >= utilization * total, even with kv_cache_memory_bytes set;
         # so ask for exactly the plan, rounded up, and leave the rest of the card alone.
-        util = min(0.95, math.ceil((planned / gpu.total_bytes) * 100 + 1) / 100)
+        util = startup_share(planned, gpu.total_bytes)
         args["gpu_memory_utilization"] = util
         why["gpu_memory_utilization"] = (f"{util}: just the planned {_fmt_gib(planned)}, so vLLM's start-up check "
                                          "(free >= utilization x total) passes on a card others share")
     return EnginePlan(profile="auto", device="cuda", gpu=gpu, engine_args=args, reasons=why,
                       warnings=tuple(warnings), env=env, planned_bytes=planned)
+
+
+def startup_share(planned: int, total: int) -> float:
+    """The gpu_memory_utilization that covers the planned bytes, rounded up by a point (at most 0.95)."""
+    return min(0.95, math.ceil((planned / total) * 100 + 1) / 100)
 
 
 def _largest_context(tokens: int, longest: int) -> int:
@@ -431,7 +436,13 @@ def with_smaller_kv(plan: EnginePlan, factor: float = 0.5) -> Optional[EnginePla
     args = {**plan.engine_args, "kv_cache_memory_bytes": smaller, "max_model_len": new_context}
     reasons = {**plan.reasons, "kv_cache_memory_bytes": f"{_fmt_gib(smaller)}: halved after an out-of-memory start",
                "max_model_len": f"{new_context}: fits the halved KV cache"}
-    return replace(plan, engine_args=args, reasons=reasons, planned_bytes=plan.planned_bytes - (kv - smaller))
+    planned = plan.planned_bytes - (kv - smaller)
+    if plan.gpu and "gpu_memory_utilization" in args and plan.reasons.get("gpu_memory_utilization") != "set by you":
+        # vLLM's start-up check asks for utilization x total free: the share must shrink with the plan, or
+        # a start refused for too little free memory is refused again.
+        args["gpu_memory_utilization"] = startup_share(planned, plan.gpu.total_bytes)
+        reasons["gpu_memory_utilization"] = f"{args['gpu_memory_utilization']}: the halved plan's share"
+    return replace(plan, engine_args=args, reasons=reasons, planned_bytes=planned)
 
 
 __all__ = ["ModelShape", "CpuFacts", "EnginePlan", "plan_engine", "plan_tutorial", "with_smaller_kv",

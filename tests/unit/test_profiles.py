@@ -188,6 +188,19 @@ def test_smaller_kv_retry_halves_the_budget():
     assert smaller.engine_args["max_model_len"] * ERNIE.kv_bytes_per_token() <= smaller.engine_args["kv_cache_memory_bytes"]
 
 
+def test_smaller_kv_retry_also_asks_vllm_for_a_smaller_share_of_the_card():
+    """vLLM refuses to start unless free >= utilization x total: a retry after "less than desired GPU
+    memory utilization" must ask for less, or it is refused again (seen on an H200)."""
+    h200 = card("NVIDIA H200", "9.0", 139.8)
+    plan = plan_engine(EngineSettings(kv_cache_memory_bytes=100 * GIB), [h200], CUDA13, ERNIE)
+    smaller = with_smaller_kv(plan)
+    old_share, new_share = plan.engine_args["gpu_memory_utilization"], smaller.engine_args["gpu_memory_utilization"]
+    assert new_share * h200.total_bytes >= smaller.planned_bytes  # still covers the plan
+    assert new_share < old_share - 0.3  # ~50 GiB less of a 140 GiB card
+    mine = plan_engine(EngineSettings(kv_cache_memory_bytes=40 * GIB, gpu_memory_utilization=0.5), [h200], CUDA13, ERNIE)
+    assert with_smaller_kv(mine).engine_args["gpu_memory_utilization"] == 0.5  # the user's own share stays
+
+
 def test_model_shape_from_the_real_config():
     config = json.loads((ROOT / "tests/data/ernie-4.5-0.3b/config.json").read_text())
     shape = ModelShape.from_config(config)
