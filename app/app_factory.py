@@ -16,7 +16,7 @@ from app.profiles import EnginePlan
 from app.progress import StartProgressBar
 from app.runtime import GpuMemoryWatch, Runtime
 from app.settings import AppSettings
-from app.telemetry import AppMetrics, setup_logging
+from app.telemetry import AppMetrics, LogTail, setup_logging
 
 log = logging.getLogger("ernie_chat")
 
@@ -47,7 +47,8 @@ def build_runtime(settings: AppSettings, plan: EnginePlan) -> Runtime:
 
     host = EngineHost(provide_model, plan, metrics, max_concurrent=settings.engine.max_concurrent_chats,
                       max_restarts=settings.engine.max_restarts, start_timeout=settings.engine.engine_start_timeout,
-                      gpu_fault_check=GpuFaultWatch(plan.gpu) if plan.gpu else None)
+                      gpu_fault_check=GpuFaultWatch(plan.gpu) if plan.gpu else None,
+                      log_tail=LogTail(settings.server.log_file.resolve()))
     watch = GpuMemoryWatch(lambda: gpu_memory_used(plan.gpu)) if plan.gpu else None
     runtime = Runtime(settings=settings, plan=plan, host=host, metrics=metrics, gpu_memory=watch)
     runtime_box.append(runtime)

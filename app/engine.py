@@ -25,7 +25,7 @@ from typing import Any, AsyncIterator, Awaitable, Callable, Optional
 from app.errors import EngineStartError
 from app.profiles import EnginePlan, with_smaller_kv
 from app.queueing import FairGate, PositionCallback
-from app.telemetry import AppMetrics
+from app.telemetry import AppMetrics, LogTail
 
 log = logging.getLogger("ernie_chat.engine")
 READY_MARKER = "Engine started."  # the tutorial's readiness line; scripts grep the log for it
@@ -119,8 +119,8 @@ class LoopThread:
         self._thread.join(timeout=5)
 
 
-def _is_out_of_memory(err: BaseException) -> bool:
-    text = f"{type(err).__name__}: {err}".lower()
+def _is_out_of_memory(err: BaseException, root_cause: Optional[str] = None) -> bool:
+    text = f"{type(err).__name__}: {err} {root_cause or ''}".lower()
     cause = err.__cause__
     if cause is not None:
         text += f" {cause}".lower()
@@ -155,7 +155,8 @@ class EngineHost:
     def __init__(self, model_path_provider: Callable[[Callable[[str], None]], str], plan: EnginePlan,
                  metrics: AppMetrics, max_concurrent: int, max_restarts: int = 5,
                  start_timeout: float = 600.0, engine_factory: EngineFactory = create_vllm_engine,
-                 health_interval: float = 1.0, gpu_fault_check: Optional[Callable[[], Optional[str]]] = None) -> None:
+                 health_interval: float = 1.0, gpu_fault_check: Optional[Callable[[], Optional[str]]] = None,
+                 log_tail: Optional[LogTail] = None) -> None:
         self._model_path_provider = model_path_provider
         self.plan = plan
         self.metrics = metrics
@@ -166,6 +167,7 @@ class EngineHost:
         self._factory = engine_factory
         self._health_interval = health_interval
         self._gpu_fault_check = gpu_fault_check
+        self._log_tail = log_tail  # where the engine process's own error lands when a start fails
         self._engine: Any = None
         self._thread: Optional[LoopThread] = None
         self._tasks: list[asyncio.Task] = []
@@ -247,24 +249,39 @@ class EngineHost:
         """Start; after an out-of-memory start, try once more with half the KV cache, then give up."""
         plan, tried = self.plan, []
         while True:
-            tried.append(f"KV cache {plan.engine_args.get('kv_cache_memory_bytes', 'auto')} bytes, "
-                         f"max_model_len {plan.engine_args.get('max_model_len')}")
+            kv = plan.engine_args.get("kv_cache_memory_bytes")
+            tried.append(f"KV cache {kv / 2**30:.2f} GiB" if kv else "KV cache sized by vLLM")
+            tried[-1] += f", max_model_len {plan.engine_args.get('max_model_len')}"
+            mark = self._log_tail.mark() if self._log_tail else 0
             try:
                 await self._start_once(plan)
                 self.plan = plan
                 return
             except Exception as err:
                 log.exception("engine start failed")
-                smaller = with_smaller_kv(plan) if _is_out_of_memory(err) and len(tried) == 1 else None
+                cause = await self._root_cause(mark)
+                out_of_memory = _is_out_of_memory(err, cause)
+                smaller = with_smaller_kv(plan) if out_of_memory and len(tried) == 1 else None
                 if smaller is None:
                     raise EngineStartError(
-                        f"engine start failed ({_one_line(err)}); tried: {'; then '.join(tried)}. "
+                        f"engine start failed ({cause or _one_line(err)}); tried: {'; then '.join(tried)}. "
                         + ("Free GPU memory (nvidia-smi), lower --max-model-len / --max-concurrent-chats, "
-                           "or use --profile cpu" if _is_out_of_memory(err) else
+                           "or use --profile cpu" if out_of_memory else
                            "See the log file for the full error")) from err
                 log.warning("out of memory at start; retrying with a smaller KV cache")
                 self._set(EngineState.LOADING, "retrying with a smaller KV cache", StartStep.ENGINE)
                 plan = smaller
+
+    async def _root_cause(self, mark: int) -> Optional[str]:
+        """The engine process's own error line from the log (the exception here only says "see above")."""
+        if self._log_tail is None:
+            return None
+        for _ in range(10):  # the engine process may still be writing its traceback
+            cause = self._log_tail.root_cause_since(mark)
+            if cause:
+                return cause
+            await asyncio.sleep(0.2)
+        return None
 
     async def _start_once(self, plan: EnginePlan) -> None:
         assert self._thread is not None and self._model_path is not None

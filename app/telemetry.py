@@ -86,6 +86,44 @@ def route_vllm_logs(log_file: Path, console_level: Optional[str], env: dict[str,
     return True
 
 
+class LogTail:
+    """Finds why an engine start failed, in the log file written since a mark.
+
+    vLLM's engine core runs in another process; when it fails to start, this process only gets
+    "Engine core initialization failed. See root cause above." The root cause (a CUDA out-of-memory error,
+    vLLM's "Free memory on device ... is less than desired GPU memory utilization") is in that process's log,
+    which ``route_vllm_logs`` sends to our log file.
+    """
+
+    GENERIC = ("Engine core initialization failed", "EngineCore failed to start")
+
+    def __init__(self, log_file: Path) -> None:
+        self.log_file = log_file
+
+    def mark(self) -> int:
+        try:
+            return self.log_file.stat().st_size
+        except OSError:
+            return 0
+
+    def root_cause_since(self, mark: int) -> Optional[str]:
+        """The last exception line ("SomethingError: ...") logged after ``mark`` that is not vLLM's generic one."""
+        try:
+            with open(self.log_file, "rb") as f:
+                f.seek(mark)
+                text = f.read().decode("utf-8", errors="replace")
+        except OSError:
+            return None
+        found = None
+        for line in text.splitlines():
+            line = line.strip()
+            head = line.split(":", 1)[0]
+            if (head.endswith(("Error", "Exception")) and " " not in head and ": " in line
+                    and not any(g in line for g in self.GENERIC)):
+                found = line
+        return found[:500] if found else None
+
+
 class AppMetrics:
     """The app's series: chats, active and queued requests, TTFT and tokens/s, engine restarts."""
 

@@ -11,7 +11,7 @@ from types import SimpleNamespace
 
 from app.engine import EngineHost, EngineState
 from app.profiles import EnginePlan
-from app.telemetry import AppMetrics
+from app.telemetry import AppMetrics, LogTail
 
 GIB = 2**30
 PLAN = EnginePlan(profile="auto", device="cuda", gpu=None, reasons={},
@@ -35,10 +35,10 @@ class FakeEngine:
         pass
 
 
-def start(factory) -> tuple[EngineHost, list[str]]:
+def start(factory, log_tail=None) -> tuple[EngineHost, list[str]]:
     fatal: list[str] = []
     host = EngineHost(lambda progress: "/models/ernie", PLAN, AppMetrics(), max_concurrent=2,
-                      engine_factory=factory, health_interval=60)
+                      engine_factory=factory, health_interval=60, log_tail=log_tail)
     host.on_fatal = fatal.append
 
     async def run():
@@ -75,7 +75,7 @@ def test_out_of_memory_twice_stops_with_one_line_saying_what_was_tried_and_what_
     assert host.status.last_error.startswith("engine start failed")
     assert len(fatal) == 1 and "\n" not in fatal[0]
     line = fatal[0]
-    assert f"KV cache {2 * GIB} bytes" in line and f"then KV cache {GIB} bytes" in line
+    assert "KV cache 2.00 GiB, max_model_len 32768; then KV cache 1.00 GiB" in line
     assert "Free GPU memory (nvidia-smi)" in line and "--max-model-len" in line
 
 
@@ -89,3 +89,60 @@ def test_other_start_failures_are_not_retried():
     host, fatal = start(factory)
     assert len(calls) == 1 and len(fatal) == 1
     assert "unknown architecture Foo" in fatal[0] and "See the log file" in fatal[0]
+
+
+# What vLLM 0.26 wrote on an H200 when another program took 60 GiB during the start (bench/start_retry_check.py):
+# this process only got the generic RuntimeError; the cause is in the engine process's log.
+ENGINE_CORE_LOG = """\
+2026-12-02 21:52:52,405 ERROR vllm.v1.engine.core [EngineCore]: EngineCore failed to start.
+Traceback (most recent call last):
+  File "/tmp/site/vllm/v1/worker/utils.py", line 526, in request_memory
+    raise ValueError(
+ValueError: Free memory on device cuda:0 (78.77/139.8 GiB) on startup is less than desired GPU memory \
+utilization (0.74, 103.45 GiB). Decrease GPU memory utilization or reduce GPU memory used by other processes.
+"""
+GENERIC = RuntimeError("Engine core initialization failed. See root cause above. Failed core proc(s): {}")
+
+
+def test_root_cause_from_the_engine_process_log_triggers_the_retry(tmp_path):
+    log_file = tmp_path / "llm.log"
+    log_file.write_text("2026-12-02 21:52:22,614 INFO ernie_chat: an older line\nValueError: from an older start\n")
+    tried = []
+
+    def factory(path, plan):
+        tried.append(plan.engine_args["kv_cache_memory_bytes"])
+        if len(tried) == 1:
+            with open(log_file, "a") as f:
+                f.write(ENGINE_CORE_LOG)
+            raise GENERIC
+        return FakeEngine()
+
+    host, fatal = start(factory, LogTail(log_file))
+    assert tried == [2 * GIB, GIB] and not fatal
+
+
+def test_the_final_line_names_the_engine_process_cause_not_see_above(tmp_path):
+    log_file = tmp_path / "llm.log"
+
+    def factory(path, plan):
+        with open(log_file, "a") as f:
+            f.write(ENGINE_CORE_LOG)
+        raise GENERIC
+
+    host, fatal = start(factory, LogTail(log_file))
+    assert len(fatal) == 1
+    assert "ValueError: Free memory on device cuda:0 (78.77/139.8 GiB)" in fatal[0]
+    assert "See root cause above" not in fatal[0]
+
+
+def test_log_tail_reads_only_what_was_written_after_the_mark(tmp_path):
+    log_file = tmp_path / "llm.log"
+    log_file.write_text("ValueError: old\n")
+    tail = LogTail(log_file)
+    mark = tail.mark()
+    assert tail.root_cause_since(mark) is None
+    with open(log_file, "a") as f:
+        f.write("2026 ERROR x: RuntimeError: Engine core initialization failed. See root cause above.\n"
+                "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n")
+    assert tail.root_cause_since(mark) == "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB"
+    assert LogTail(tmp_path / "missing.log").root_cause_since(0) is None
