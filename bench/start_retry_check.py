@@ -57,7 +57,10 @@ def main() -> int:
                 break
             time.sleep(0.5)
         report["states"] = seen
-        report["readyz_final"] = get(app.url + "/readyz")[1] if app.proc.poll() is None else None
+        try:
+            report["readyz_final"] = get(app.url + "/readyz")[1]
+        except OSError:  # the app stopped: a start that failed for good exits non-zero
+            report["readyz_final"] = None
         report["check"] = app.check().stdout.strip()
         report["exit_code_if_exited"] = app.proc.poll()
     finally:
