@@ -128,6 +128,11 @@ def _is_out_of_memory(err: BaseException, root_cause: Optional[str] = None) -> b
                                    "the cache blocks", "insufficient memory", "larger than the available kv"))
 
 
+def _kv_text(plan: EnginePlan) -> str:
+    kv = plan.engine_args.get("kv_cache_memory_bytes")
+    return f"KV cache {kv / 2**30:.2f} GiB" if kv else "KV cache sized by vLLM"
+
+
 def _one_line(err: BaseException) -> str:
     text = str(err).strip().splitlines()
     return f"{type(err).__name__}: {text[0] if text else ''}"[:500]
@@ -247,14 +252,12 @@ class EngineHost:
 
     async def _start_with_retry(self) -> None:
         """Start; after an out-of-memory start, try once more with half the KV cache, then give up."""
-        plan, tried = self.plan, []
+        plan, tried, detail = self.plan, [], "loading the model into the engine"
         while True:
-            kv = plan.engine_args.get("kv_cache_memory_bytes")
-            tried.append(f"KV cache {kv / 2**30:.2f} GiB" if kv else "KV cache sized by vLLM")
-            tried[-1] += f", max_model_len {plan.engine_args.get('max_model_len')}"
+            tried.append(f"{_kv_text(plan)}, max_model_len {plan.engine_args.get('max_model_len')}")
             mark = self._log_tail.mark() if self._log_tail else 0
             try:
-                await self._start_once(plan)
+                await self._start_once(plan, detail)
                 self.plan = plan
                 return
             except Exception as err:
@@ -269,8 +272,9 @@ class EngineHost:
                            "or use --profile cpu" if out_of_memory else
                            "See the log file for the full error")) from err
                 log.warning("out of memory at start; retrying with a smaller KV cache")
-                self._set(EngineState.LOADING, "retrying with a smaller KV cache", StartStep.ENGINE)
                 plan = smaller
+                # Say so where the user looks (/readyz, the status panel, the bar), not only in the log.
+                detail = f"out of memory; retrying with a smaller KV cache ({_kv_text(plan)})"
 
     async def _root_cause(self, mark: int) -> Optional[str]:
         """The engine process's own error line from the log (the exception here only says "see above")."""
@@ -283,10 +287,10 @@ class EngineHost:
             await asyncio.sleep(0.2)
         return None
 
-    async def _start_once(self, plan: EnginePlan) -> None:
+    async def _start_once(self, plan: EnginePlan, detail: str = "loading the model into the engine") -> None:
         assert self._thread is not None and self._model_path is not None
         state = EngineState.RESTARTING if self.status.state is EngineState.RESTARTING else EngineState.LOADING
-        self._set(state, "loading the model into the engine", StartStep.ENGINE)
+        self._set(state, detail, StartStep.ENGINE)
         started = time.time()
 
         async def build():

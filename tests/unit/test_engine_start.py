@@ -35,11 +35,13 @@ class FakeEngine:
         pass
 
 
-def start(factory, log_tail=None) -> tuple[EngineHost, list[str]]:
+def start(factory, log_tail=None, details=None) -> tuple[EngineHost, list[str]]:
     fatal: list[str] = []
     host = EngineHost(lambda progress: "/models/ernie", PLAN, AppMetrics(), max_concurrent=2,
                       engine_factory=factory, health_interval=60, log_tail=log_tail)
     host.on_fatal = fatal.append
+    if details is not None:  # what /readyz, the status panel and the bar show, in order
+        host.add_listener(lambda status: details.append(status.detail))
 
     async def run():
         host.start_in_background()
@@ -61,8 +63,11 @@ def test_out_of_memory_at_start_retries_once_with_half_the_kv_cache():
             raise CUDA_OOM
         return FakeEngine()
 
-    host, fatal = start(factory)
+    details: list[str] = []
+    host, fatal = start(factory, details=details)
     assert tried == [2 * GIB, GIB]
+    # the retry is visible to the user while it runs (an H200 run showed it overwritten at once)
+    assert "out of memory; retrying with a smaller KV cache (KV cache 1.00 GiB)" in details
     assert host.status.ready_seconds is not None and not fatal
     assert host.plan.engine_args["kv_cache_memory_bytes"] == GIB  # the plan that worked is kept for restarts
 
