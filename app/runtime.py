@@ -71,7 +71,9 @@ class Runtime:
 
     @property
     def max_model_len(self) -> int:
-        return int(self.plan.engine_args.get("max_model_len", 4096))
+        # The engine's plan, not the one we started with: a retry after an out-of-memory start halves it,
+        # and chats must then be fitted to what the engine really accepts.
+        return int(self.host.plan.engine_args.get("max_model_len", 4096))
 
 
 _CURRENT: list[Runtime] = []

@@ -172,3 +172,20 @@ def test_warm_up_samples_a_batch_of_eight_like_chats_do_before_ready():
     assert host.status.ready_seconds is not None and not fatal
     assert seen["calls"] == 1 + 8 and seen["most"] == 8  # max_num_seqs 12: one request, then 8 at once
     assert all(t > 0 and p < 1 for t, p in seen["params"])  # sampled, so the top-p path runs
+
+
+def test_chats_are_fitted_to_the_context_of_the_plan_that_started():
+    """After the retry halves max_model_len, the runtime must not fit chats to the first plan's length."""
+    from app.runtime import Runtime
+
+    calls = []
+
+    def factory(path, plan):
+        calls.append(plan)
+        if len(calls) == 1:
+            raise CUDA_OOM
+        return FakeEngine()
+
+    host, fatal = start(factory)
+    runtime = Runtime(settings=None, plan=PLAN, host=host, metrics=AppMetrics())
+    assert runtime.max_model_len == 16384 == host.plan.engine_args["max_model_len"]
