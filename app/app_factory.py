@@ -14,6 +14,7 @@ from app.launcher import PROJECT_ROOT
 from app.model_source import read_generation_defaults, resolve_model
 from app.profiles import EnginePlan
 from app.progress import StartProgressBar
+from app.remote import TOKENIZER_PATTERNS, remote_engine_factory
 from app.runtime import GpuMemoryWatch, Runtime
 from app.settings import AppSettings
 from app.telemetry import AppMetrics, LogTail, setup_logging
@@ -35,8 +36,11 @@ def build_runtime(settings: AppSettings, plan: EnginePlan) -> Runtime:
     metrics = AppMetrics()
     runtime_box: list[Runtime] = []
 
+    remote = plan.device == "remote"
+
     def provide_model(progress: Callable[..., None]) -> str:
-        path = resolve_model(settings.model, progress)
+        # With a remote engine only the tokenizer is needed here (the template and context fitting run here).
+        path = resolve_model(settings.model, progress, TOKENIZER_PATTERNS if remote else None)
         progress("loading the tokenizer", StartStep.TOKENIZER)
         from transformers import AutoTokenizer
 
@@ -45,10 +49,18 @@ def build_runtime(settings: AppSettings, plan: EnginePlan) -> Runtime:
         runtime.generation_defaults = read_generation_defaults(path)
         return path
 
+    extra: dict = {}
+    if remote:
+        key = settings.model.remote_api_key
+        extra["engine_factory"] = remote_engine_factory(settings.model.remote_url,
+                                                        key.get_secret_value() if key else None,
+                                                        settings.model.remote_model)
     host = EngineHost(provide_model, plan, metrics, max_concurrent=settings.engine.max_concurrent_chats,
-                      max_restarts=settings.engine.max_restarts, start_timeout=settings.engine.engine_start_timeout,
+                      # A remote server restarts on its own schedule (a vLLM start takes a minute or
+                      # more): keep reconnecting, with the same capped backoff, instead of giving up.
+                      max_restarts=None if remote else settings.engine.max_restarts, start_timeout=settings.engine.engine_start_timeout,
                       gpu_fault_check=GpuFaultWatch(plan.gpu) if plan.gpu else None,
-                      log_tail=LogTail(settings.server.log_file.resolve()))
+                      log_tail=None if remote else LogTail(settings.server.log_file.resolve()), **extra)
     watch = GpuMemoryWatch(lambda: gpu_memory_used(plan.gpu)) if plan.gpu else None
     runtime = Runtime(settings=settings, plan=plan, host=host, metrics=metrics, gpu_memory=watch)
     runtime_box.append(runtime)

@@ -59,8 +59,12 @@ def status_markdown(rt: Runtime, language: str) -> str:
     zh = lang_of(language) == "zh"
     status = rt.host.status
     gpu = rt.gpu
+    if rt.plan.device == "remote":  # the card is the server's; say where the answers come from
+        where = f"**{'远程 vLLM 服务' if zh else 'Remote vLLM server'}:** {rt.plan.engine_args.get('remote_url')}"
+    else:
+        where = f"**{'显卡' if zh else 'Card'}:** {gpu.name if gpu else 'CPU'}"
     lines = [
-        f"**{'显卡' if zh else 'Card'}:** {gpu.name if gpu else 'CPU'}",
+        where,
         f"**{'配置' if zh else 'Profile'}:** {rt.plan.profile}",
         f"**{'引擎' if zh else 'Engine'}:** {status.state.value}" + (f" — {status.detail}" if status.detail else "")
         + (f"  \n{start_progress_line(status, zh)}" if status.starting else ""),

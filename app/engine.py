@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, AsyncIterator, Awaitable, Callable, Optional
 
-from app.errors import EngineStartError
+from app.errors import EngineStartError, ErnieChatError
 from app.profiles import EnginePlan, with_smaller_kv
 from app.queueing import FairGate, PositionCallback
 from app.telemetry import AppMetrics, LogTail
@@ -133,6 +133,8 @@ WARMUP_BATCHES = (8, 16)
 
 
 def _kv_text(plan: EnginePlan) -> str:
+    if plan.device == "remote":
+        return f"the vLLM server at {plan.engine_args.get('remote_url')}"
     kv = plan.engine_args.get("kv_cache_memory_bytes")
     return f"KV cache {kv / 2**30:.2f} GiB" if kv else "KV cache sized by vLLM"
 
@@ -162,7 +164,7 @@ class EngineHost:
     """Owns one AsyncLLM at a time: start, warm up, health, restart with backoff, shutdown."""
 
     def __init__(self, model_path_provider: Callable[[Callable[[str], None]], str], plan: EnginePlan,
-                 metrics: AppMetrics, max_concurrent: int, max_restarts: int = 5,
+                 metrics: AppMetrics, max_concurrent: int, max_restarts: Optional[int] = 5,
                  start_timeout: float = 600.0, engine_factory: EngineFactory = create_vllm_engine,
                  health_interval: float = 1.0, gpu_fault_check: Optional[Callable[[], Optional[str]]] = None,
                  log_tail: Optional[LogTail] = None) -> None:
@@ -258,7 +260,7 @@ class EngineHost:
         """Start; after an out-of-memory start, try once more with half the KV cache, then give up."""
         plan, tried, detail = self.plan, [], "loading the model into the engine"
         while True:
-            tried.append(f"{_kv_text(plan)}, max_model_len {plan.engine_args.get('max_model_len')}")
+            tried.append(f"{_kv_text(plan)}, max_model_len {plan.engine_args.get('max_model_len', 'auto')}")
             mark = self._log_tail.mark() if self._log_tail else 0
             try:
                 await self._start_once(plan, detail)
@@ -266,6 +268,8 @@ class EngineHost:
                 return
             except Exception as err:
                 log.exception("engine start failed")
+                if isinstance(err, ErnieChatError):  # already one line a person can act on (remote server)
+                    raise
                 cause = await self._root_cause(mark)
                 out_of_memory = _is_out_of_memory(err, cause)
                 smaller = with_smaller_kv(plan) if out_of_memory and len(tried) == 1 else None
@@ -349,7 +353,7 @@ class EngineHost:
         if engine is None:
             return "no engine"
         if getattr(engine, "errored", False):
-            return "engine process died"
+            return getattr(engine, "death_reason", "engine process died")
         if self._gpu_fault_check:
             fault = await asyncio.to_thread(self._gpu_fault_check)
             if fault:
@@ -377,7 +381,7 @@ class EngineHost:
         await self._stop_engine()
         attempt = 0
         while not self._closing:
-            if self.status.restarts >= self.max_restarts:
+            if self.max_restarts is not None and self.status.restarts >= self.max_restarts:
                 self._set(EngineState.FAILED, f"{reason}; gave up after {self.status.restarts} restarts")
                 return
             self.status.restarts += 1
@@ -465,18 +469,23 @@ class EngineHost:
         queue: asyncio.Queue = asyncio.Queue()
 
         async def pump() -> None:  # runs on the engine loop
-            from vllm import SamplingParams
-            from vllm.sampling_params import RequestOutputKind
-            from vllm.v1.engine.exceptions import EngineDeadError
-
+            dead_errors: tuple[type[BaseException], ...] = ()
             try:
-                params = SamplingParams(**sampling, output_kind=RequestOutputKind.DELTA)
+                if getattr(engine, "takes_plain_sampling", False):  # a remote server: no vLLM needed here
+                    params: Any = sampling
+                else:
+                    from vllm import SamplingParams
+                    from vllm.sampling_params import RequestOutputKind
+                    from vllm.v1.engine.exceptions import EngineDeadError
+
+                    dead_errors = (EngineDeadError,)
+                    params = SamplingParams(**sampling, output_kind=RequestOutputKind.DELTA)
                 async for out in engine.generate(prompt, params, request_id):
                     piece = out.outputs[0]
                     delta = Delta(piece.text, len(piece.token_ids), out.finished, piece.finish_reason)
                     here.call_soon_threadsafe(queue.put_nowait, delta)
                 here.call_soon_threadsafe(queue.put_nowait, None)
-            except EngineDeadError as err:
+            except dead_errors as err:
                 here.call_soon_threadsafe(queue.put_nowait, EngineDied(_one_line(err)))
             except asyncio.CancelledError:
                 here.call_soon_threadsafe(queue.put_nowait, None)

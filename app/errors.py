@@ -32,6 +32,10 @@ class EngineStartError(ErnieChatError):
     """The engine failed to start, after the retries the plan allows."""
 
 
+class RemoteServerError(ErnieChatError):
+    """The --remote-url server cannot be used: unreachable, refuses the key, or does not serve the model."""
+
+
 class InsecureBindError(ErnieChatError):
     """Asked to listen beyond loopback without an auth token."""
 

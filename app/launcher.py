@@ -44,6 +44,10 @@ def model_shape(settings: AppSettings) -> ModelShape:
 
 def make_plan(command: Command) -> EnginePlan:
     settings = command.settings
+    if settings.model.remote_url:
+        from app.profiles import plan_remote
+
+        return plan_remote(settings.engine, settings.model.remote_url)
     if command.assume_gpu:
         gpus = [parse_assumed_gpu(spec, i) for i, spec in enumerate(command.assume_gpu)]
     else:
@@ -66,7 +70,7 @@ def print_plan(plan: EnginePlan, as_json: bool) -> None:
         return
     gpu = plan.gpu
     print(f"card:    {gpu.name} (sm{gpu.sm}, {gpu.total_bytes / GIB:.1f} GiB, {gpu.free_bytes / GIB:.1f} GiB free)"
-          if gpu else "card:    none (CPU)")
+          if gpu else "card:    none (CPU)" if plan.device == "cpu" else "card:    none needed here")
     print(f"profile: {plan.profile}   planned memory: {plan.planned_bytes / GIB:.2f} GiB")
     for name, value in plan.engine_args.items():
         print(f"  --{name.replace('_', '-')}={value}\n      why: {plan.reasons.get(name, '')}")

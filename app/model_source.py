@@ -23,8 +23,9 @@ def is_offline(settings: ModelSettings, env: Optional[dict[str, str]] = None) ->
     return settings.offline or env.get("HF_HUB_OFFLINE", "0").lower() in ("1", "true", "yes")
 
 
-def resolve_model(settings: ModelSettings, progress: Callable[[str], None] = lambda _: None) -> str:
-    """Return a local directory holding the model, downloading it first if needed."""
+def resolve_model(settings: ModelSettings, progress: Callable[[str], None] = lambda _: None,
+                  patterns: Optional[list[str]] = None) -> str:
+    """Return a local directory holding the model (or the files matching ``patterns``), downloading first."""
     local = Path(settings.model).expanduser()
     if local.is_dir():
         if not (local / "config.json").is_file():
@@ -40,7 +41,7 @@ def resolve_model(settings: ModelSettings, progress: Callable[[str], None] = lam
     offline = is_offline(settings)
     progress("looking in the local cache" if offline else f"downloading {settings.model} (first run only)")
     try:
-        path = snapshot_download(settings.model, allow_patterns=ALLOW_PATTERNS, local_files_only=offline,
+        path = snapshot_download(settings.model, allow_patterns=patterns or ALLOW_PATTERNS, local_files_only=offline,
                                  cache_dir=str(settings.download_dir) if settings.download_dir else None,
                                  tqdm_class=reporting_bar(f"downloading {settings.model}", progress))
     except LocalEntryNotFoundError:

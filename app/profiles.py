@@ -408,6 +408,21 @@ def plan_tutorial(profile: str, gpus: Sequence[GpuInfo], build: VllmBuild,
                       warnings=tuple(warnings), planned_bytes=planned)
 
 
+def plan_remote(settings: EngineSettings, url: str) -> EnginePlan:
+    """No local engine: a vLLM server at ``url`` answers. Nothing about this machine's card matters."""
+    # Not vLLM arguments (nothing starts here); the same shape so --print-config and /readyz read alike.
+    args: dict[str, Any] = {"remote_url": url, "max_num_seqs": settings.max_concurrent_chats}
+    reasons = {"max_num_seqs": f"{settings.max_concurrent_chats}: answers this app asks for at once "
+                               "(--max-concurrent-chats); the server batches them with other clients'",
+               "remote_url": "the engine is a vLLM server there (--remote-url); this machine needs no card"}
+    if settings.max_model_len is not None:
+        args["max_model_len"] = settings.max_model_len
+        reasons["max_model_len"] = "set by you (no larger than the server's)"
+    else:
+        reasons["max_model_len"] = "the server's, read from its /v1/models at start"
+    return EnginePlan(profile="remote", device="remote", gpu=None, engine_args=args, reasons=reasons)
+
+
 def _apply_overrides(plan: EnginePlan, settings: EngineSettings) -> EnginePlan:
     """Flags the user typed win over a tutorial line."""
     args, reasons = dict(plan.engine_args), dict(plan.reasons)

@@ -63,6 +63,23 @@ class ModelSettings(BaseSettings):
     download_dir: Optional[Path] = Field(None, description="Where hub downloads go (default: the hub cache).")
     offline: bool = Field(False, description="Never touch the network; the model must be local or cached. "
                           "HF_HUB_OFFLINE=1 has the same effect.")
+    remote_url: Optional[str] = Field(None, description="Use a vLLM server instead of a local engine: its "
+                                      "OpenAI-compatible base URL, e.g. http://gpu-box:8000/v1 (docs/scale-out.md). "
+                                      "Only the tokenizer of --model is fetched here.")
+    remote_api_key: Optional[SecretStr] = Field(None, description="API key of the --remote-url server "
+                                                "(its --api-key).")
+    remote_model: Optional[str] = Field(None, description="Model name on the --remote-url server "
+                                        "(its --served-model-name). Default: the one it serves.")
+
+    @field_validator("remote_url")
+    @classmethod
+    def _check_remote_url(cls, value: Optional[str]) -> Optional[str]:
+        if value is None or not value.strip():
+            return None
+        value = value.strip().rstrip("/")
+        if not value.startswith(("http://", "https://")):
+            raise ValueError("must be an http:// or https:// URL ending in /v1, e.g. http://gpu-box:8000/v1")
+        return value
 
 
 class EngineSettings(BaseSettings):
@@ -91,7 +108,8 @@ class EngineSettings(BaseSettings):
                                         "Default: --max-concurrent-chats.")
     engine_start_timeout: float = Field(600.0, gt=0, le=3600, description="Seconds to wait for the engine to "
                                         "load before reporting a failure.")
-    max_restarts: int = Field(5, ge=0, le=100, description="Engine restarts after a crash before giving up.")
+    max_restarts: int = Field(5, ge=0, le=100, description="Engine restarts after a crash before giving up "
+                              "(a --remote-url server is reconnected to for as long as it takes).")
 
 
 class ChatSettings(BaseSettings):

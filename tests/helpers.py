@@ -118,6 +118,13 @@ class LaunchedApp:
         except psutil.NoSuchProcess:
             return []
 
+    def descendant_names(self) -> list[str]:
+        names = []
+        for pid in self.descendants():
+            with contextlib.suppress(psutil.NoSuchProcess):
+                names.append(psutil.Process(pid).name())
+        return names
+
     def check(self) -> subprocess.CompletedProcess:
         return subprocess.run([sys.executable, "launch.py", "check", "--port", str(self.port),
                                "--log-file", str(self.log_file), *self._root_path_args()],

@@ -231,3 +231,29 @@ def test_print_config_v100_says_what_to_install():
     out = subprocess.run([sys.executable, "launch.py", "--print-config", "--assume-gpu", "Tesla V100,7.0,16"],
                          cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert out.returncode == 2 and "cu129" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_remote_plan_needs_no_card_and_takes_the_context_from_the_server():
+    from app.profiles import plan_remote
+
+    plan = plan_remote(EngineSettings(_env_file=None, max_concurrent_chats=4), "http://gpu-box:8000/v1")
+    assert (plan.device, plan.gpu, plan.profile) == ("remote", None, "remote")
+    assert plan.engine_args == {"remote_url": "http://gpu-box:8000/v1", "max_num_seqs": 4}
+    assert "server's" in plan.reasons["max_model_len"]
+    capped = plan_remote(EngineSettings(_env_file=None, max_model_len=1024), "http://gpu-box:8000/v1")
+    assert capped.engine_args["max_model_len"] == 1024 and capped.reasons["max_model_len"].startswith("set by you")
+
+
+def test_status_panel_names_the_remote_server_instead_of_a_card():
+    from types import SimpleNamespace
+
+    from app.chat import status_markdown
+    from app.engine import EngineStatus
+    from app.profiles import plan_remote
+
+    plan = plan_remote(EngineSettings(_env_file=None), "http://gpu-box:8000/v1")
+    plan.engine_args["max_model_len"] = 2048  # as the server said
+    runtime = SimpleNamespace(host=SimpleNamespace(status=EngineStatus(), plan=plan), plan=plan, gpu=None,
+                              gpu_memory=None, max_model_len=2048)
+    assert "**Remote vLLM server:** http://gpu-box:8000/v1" in status_markdown(runtime, "en-US")
+    assert "**远程 vLLM 服务:** http://gpu-box:8000/v1" in status_markdown(runtime, "zh-CN")

@@ -38,6 +38,7 @@ def test_cli_beats_env_beats_dotenv(tmp_path, monkeypatch):
     (["--dtype", "fp4"], "--dtype", "'bfloat16'"),
     (["--max-model-len", "10"], "--max-model-len", "greater than or equal to 256"),
     (["--root-path", "chat"], "--root-path", "must start with '/'"),
+    (["--remote-url", "gpu-box:8000"], "--remote-url", "must be an http:// or https:// URL ending in /v1"),
 ])
 def test_bad_values_name_field_value_and_range(argv, field, allowed):
     with pytest.raises(SettingsError) as info:

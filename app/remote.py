@@ -1,0 +1,154 @@
+"""A vLLM server elsewhere as the engine: the same UI, queue, metrics and watchdog, over the OpenAI API.
+
+When one machine is not enough, run `vllm serve` on a GPU server and start ernie-chat with
+``--remote-url http://gpu-box:8000/v1``. ``EngineHost`` drives ``RemoteEngine`` exactly as it drives
+vLLM's ``AsyncLLM`` (generate / abort / check_health / shutdown), so nothing above it changes: the chat
+template and context fitting stay here (only the tokenizer is fetched, not the weights), and prompts go
+to the server as token ids through ``/v1/completions``, which vLLM's server accepts. The result is the
+same prompt, token for token, as the local engine would see.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+from types import SimpleNamespace
+from typing import Any, AsyncIterator, Optional
+
+import httpx
+
+from app.errors import RemoteServerError
+from app.profiles import EnginePlan
+
+log = logging.getLogger("ernie_chat.remote")
+
+# Patterns of the tokenizer's files: with a remote engine this machine never needs the weights.
+TOKENIZER_PATTERNS = ["*.json", "*.model", "*.jinja", "*.txt", "tokenizer*"]
+
+
+def _auth(api_key: Optional[str]) -> dict[str, str]:
+    return {"Authorization": f"Bearer {api_key}"} if api_key else {}
+
+
+def pick_model(url: str, api_key: Optional[str], wanted: Optional[str], timeout: float = 10.0) -> dict[str, Any]:
+    """The server's entry for the model to use, from its /v1/models; a clear error otherwise."""
+    try:
+        reply = httpx.get(f"{url}/models", headers=_auth(api_key), timeout=timeout)
+    except httpx.HTTPError as err:
+        raise RemoteServerError(f"cannot reach the vLLM server at {url} ({type(err).__name__}: {err}); is "
+                                "`vllm serve` running there, and is the URL its base URL ending in /v1?") from None
+    if reply.status_code == 401:
+        raise RemoteServerError(f"the server at {url} refused the API key: set --remote-api-key to its --api-key")
+    if reply.status_code != 200:
+        raise RemoteServerError(f"the server at {url} answered /models with HTTP {reply.status_code}; "
+                                "is it an OpenAI-compatible vLLM server?")
+    models = reply.json().get("data") or []
+    names = [m.get("id") for m in models]
+    if not models:
+        raise RemoteServerError(f"the server at {url} serves no model")
+    if wanted is None:
+        return models[0]
+    for model in models:
+        if model.get("id") == wanted:
+            return model
+    raise RemoteServerError(f"the server at {url} does not serve {wanted!r}; it serves {', '.join(map(str, names))} "
+                            "(set --remote-model)")
+
+
+class RemoteEngine:
+    """The subset of vLLM's AsyncLLM that EngineHost uses, answered by a vLLM server."""
+
+    takes_plain_sampling = True  # a dict of sampling values: no vLLM import on a machine that only talks
+
+    def __init__(self, url: str, api_key: Optional[str], model: str, request_timeout: float = 600.0) -> None:
+        from openai import AsyncOpenAI
+
+        self.url, self.model = url, model
+        # No client retries: a failed request is reported at once and the watchdog reconnects.
+        self._client = AsyncOpenAI(base_url=url, api_key=api_key or "none", max_retries=0, timeout=request_timeout)
+        self._in_flight: set[str] = set()
+        self.errored = False
+        self.death_reason = "the remote vLLM server stopped answering"
+
+    async def generate(self, prompt: dict, sampling: dict[str, Any], request_id: str) -> AsyncIterator[Any]:
+        import openai
+
+        self._in_flight.add(request_id)
+        try:
+            stream = await self._client.completions.create(
+                model=self.model, prompt=prompt["prompt_token_ids"], stream=True,
+                stream_options={"include_usage": True}, max_tokens=sampling.get("max_tokens"),
+                temperature=sampling.get("temperature"), top_p=sampling.get("top_p"), seed=sampling.get("seed"),
+                extra_headers={"X-Request-Id": request_id})
+            # Closing the stream (stop pressed) closes the connection, and vLLM's server aborts the request.
+            async with stream:
+                counted, last = 0, None
+                async for chunk in stream:
+                    if chunk.usage is not None and last is not None:
+                        # The exact count: the last piece gets whatever the per-chunk count missed.
+                        rest = max(0, chunk.usage.completion_tokens - counted)
+                        yield _output(last.text, rest, True, last.finish_reason)
+                        last = None
+                    if not chunk.choices:
+                        continue
+                    choice = chunk.choices[0]
+                    if choice.finish_reason is not None:
+                        last = choice  # held back until the usage chunk gives the exact token count
+                        continue
+                    counted += 1  # vLLM streams one chunk per token for one request
+                    yield _output(choice.text, 1, False, None)
+                if last is not None:  # a server that sends no usage
+                    yield _output(last.text, 1, True, last.finish_reason)
+        except (openai.APIConnectionError, openai.InternalServerError) as err:
+            self.errored = True
+            self.death_reason = f"the remote vLLM server failed: {type(err).__name__}: {err}"
+            raise
+        finally:
+            self._in_flight.discard(request_id)
+
+    async def abort(self, request_id: str) -> None:
+        # Nothing to send: cancelling generate() closed the connection, which aborts the request there.
+        self._in_flight.discard(request_id)
+
+    async def check_health(self) -> None:
+        try:
+            await self._client.models.list(timeout=5)
+        except Exception as err:
+            self.errored = True
+            self.death_reason = f"the remote vLLM server stopped answering ({type(err).__name__})"
+            raise
+
+    def get_num_unfinished_requests(self) -> int:
+        return len(self._in_flight)
+
+    def shutdown(self) -> None:
+        # The server keeps running; only this app's connections go (EngineHost calls this on its loop).
+        self._in_flight.clear()
+        try:
+            asyncio.get_running_loop().create_task(self._client.close())
+        except RuntimeError:
+            pass
+
+
+def _output(text: str, tokens: int, finished: bool, reason: Optional[str]) -> SimpleNamespace:
+    """Shaped like vLLM's RequestOutput, as much as EngineHost reads of it."""
+    piece = SimpleNamespace(text=text or "", token_ids=[0] * tokens, finish_reason=reason)
+    return SimpleNamespace(outputs=[piece], finished=finished)
+
+
+def remote_engine_factory(url: str, api_key: Optional[str], wanted_model: Optional[str]):
+    """An engine factory for EngineHost: check the server, take its context length, return the engine."""
+
+    def connect(model_path: str, plan: EnginePlan) -> RemoteEngine:
+        model = pick_model(url, api_key, wanted_model)
+        server_len = model.get("max_model_len")
+        mine = plan.engine_args.get("max_model_len")
+        if server_len:
+            # Chats are fitted to what the server accepts; a smaller --max-model-len of ours still applies.
+            plan.engine_args["max_model_len"] = min(int(server_len), int(mine)) if mine else int(server_len)
+        elif not mine:
+            plan.engine_args["max_model_len"] = 4096
+            log.warning("the server does not say its context length; assuming 4096 (set --max-model-len)")
+        log.info("remote engine: %s at %s (context %s tokens)", model["id"], url, plan.engine_args["max_model_len"])
+        return RemoteEngine(url, api_key, model["id"])
+
+    return connect

