@@ -103,6 +103,39 @@ def test_answers_come_from_the_server_with_the_local_template_and_exact_counts(r
     assert not any("VLLM" in name for name in remote_app.descendant_names())
 
 
+def server_metric(server, name) -> float:
+    text = get(server.url.removesuffix("/v1") + "/metrics", 5, {"Authorization": f"Bearer {KEY}"})[1]
+    return metric_value(text, name)
+
+
+def server_running(server) -> float:
+    return server_metric(server, "vllm:num_requests_running")
+
+
+def test_stopping_an_answer_aborts_it_on_the_server(remote_app, server):
+    """The client going away (stop pressed, page closed) must free the server's slot, not only ours."""
+    import http.client
+
+    for attempt in range(3):  # the random tiny model may end an answer by itself before we stop it
+        conn = http.client.HTTPConnection("127.0.0.1", remote_app.port, timeout=60)
+        conn.request("POST", "/v1/chat/completions", json.dumps(
+            {"messages": [{"role": "user", "content": "tell me a long story"}], "max_tokens": 3000, "stream": True}),
+            {"Content-Type": "application/json"})
+        response = conn.getresponse()
+        for _ in range(20):
+            response.readline()
+        running_before = server_running(server)
+        conn.close()  # as a browser does when the stop button drops the answer
+        if running_before == 1:
+            break
+    assert running_before == 1, "every answer ended by itself before it could be stopped"
+    tokens_at_stop = server_metric(server, "vllm:generation_tokens_total")
+    time.sleep(2)
+    # Unstopped, the ~2,000-token answer would go on at 300+ tokens/s for seconds.
+    assert server_running(server) == 0
+    assert server_metric(server, "vllm:generation_tokens_total") - tokens_at_stop < 150
+
+
 def test_a_wrong_key_stops_the_app_with_one_line(server, tiny_model_dir, tmp_path):
     app = LaunchedApp(tiny_model_dir, tmp_path, "--remote-url", server.url, "--remote-api-key", "wrong")
     try:
