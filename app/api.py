@@ -18,7 +18,7 @@ from pydantic import BaseModel, Field, ValidationError
 
 from app.chat import encode_messages
 from app.conversation import PromptTooLong, clean_message, fit_to_context
-from app.engine import EngineDied, EngineUnavailable
+from app.engine import EngineDied, EngineUnavailable, RequestRefused
 from app.runtime import Runtime
 
 MODEL_ID = "ernie-chat"
@@ -89,6 +89,8 @@ def build_router() -> APIRouter:
                 reason = delta.finish_reason or reason
         except (EngineDied, EngineUnavailable) as err:
             return error(503, f"engine failed: {err}", "unavailable")
+        except RequestRefused as err:
+            return error(400, str(err))
         return {"id": completion_id, "object": "chat.completion", "created": int(time.time()), "model": MODEL_ID,
                 "choices": [{"index": 0, "message": {"role": "assistant", "content": "".join(parts)},
                              "finish_reason": reason}],
@@ -112,4 +114,6 @@ async def _sse(rt: Runtime, ids: list[int], params: dict[str, Any], completion_i
                 yield chunk({"content": delta.text} if delta.text else {}, delta.finish_reason)
     except (EngineDied, EngineUnavailable) as err:
         yield "data: " + json.dumps({"error": {"message": f"engine failed: {err}", "type": "unavailable"}}) + "\n\n"
+    except RequestRefused as err:
+        yield "data: " + json.dumps({"error": {"message": str(err), "type": "invalid_request_error"}}) + "\n\n"
     yield "data: [DONE]\n\n"

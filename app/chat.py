@@ -15,7 +15,7 @@ import chainlit as cl
 from chainlit.input_widget import Slider, TextInput
 
 from app.conversation import PromptTooLong, clamp_sampling, clean_message, fit_to_context, stats_line_values
-from app.engine import START_STEPS, EngineDied, EngineState, EngineStatus, EngineUnavailable
+from app.engine import START_STEPS, EngineDied, EngineState, EngineStatus, EngineUnavailable, RequestRefused
 from app.i18n import lang_of, t
 from app.runtime import Runtime, current_runtime
 
@@ -231,6 +231,9 @@ async def answer(rt: Runtime, user_text: str) -> None:
     except EngineUnavailable as err:
         outcome = "died"
         await cl.Message(content=t(language, "engine_died", detail=str(err)), author="system").send()
+    except RequestRefused as err:
+        outcome = "refused"
+        await cl.Message(content=t(language, "refused", detail=str(err)), author="system").send()
     finally:
         if "msg" in queue_notice:
             await queue_notice.pop("msg").remove()

@@ -48,6 +48,10 @@ class EngineDied(Exception):
     """The engine died while answering; the host restarts it."""
 
 
+class RequestRefused(Exception):
+    """The engine is fine but refused this one request (a remote server's 4xx); str() says why."""
+
+
 class StartStep(int, Enum):
     """The steps of an engine start, numbered for progress displays (terminal bar, UI panel, /readyz)."""
 

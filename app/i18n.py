@@ -15,6 +15,7 @@ STRINGS: dict[str, dict[str, str]] = {
         "failed": "The model could not start: {detail}. Your chat is kept; see the log file.",
         "engine_died": "The engine stopped unexpectedly ({detail}). It is restarting; your chat is kept. "
                        "Send your message again in a moment.",
+        "refused": "The server refused this message: {detail}. Your chat is kept.",
         "stopped": "Stopped.",
         "stats": "prompt {prompt} tokens · answer {tokens} tokens · first token {ttft:.2f} s · {tps:.1f} tokens/s",
         "settings_fixed": "Setting {name} = {value} is outside {low}..{high}; using {used}.",
@@ -31,6 +32,7 @@ STRINGS: dict[str, dict[str, str]] = {
         "waiting": "模型仍在加载（{detail}）。就绪后会回答您的消息。",
         "failed": "模型无法启动：{detail}。对话已保留；详情见日志文件。",
         "engine_died": "推理引擎意外停止（{detail}），正在重启；对话已保留。请稍后重新发送。",
+        "refused": "服务器拒绝了这条消息：{detail}。对话已保留。",
         "stopped": "已停止。",
         "stats": "提示 {prompt} 个 token · 回答 {tokens} 个 token · 首 token {ttft:.2f} 秒 · {tps:.1f} token/秒",
         "settings_fixed": "设置 {name} = {value} 超出范围 {low}..{high}；已使用 {used}。",

@@ -16,6 +16,7 @@ from typing import Any, AsyncIterator, Optional
 
 import httpx
 
+from app.engine import RequestRefused
 from app.errors import RemoteServerError
 from app.profiles import EnginePlan
 
@@ -102,6 +103,12 @@ class RemoteEngine:
             self.errored = True
             self.death_reason = f"the remote vLLM server failed: {type(err).__name__}: {err}"
             raise
+        except openai.APIError as err:  # a 4xx, or an error event in the stream: this request, not the
+            # server (e.g. a server whose model's tokenizer differs from --model's gets unknown token ids)
+            message = " ".join(str(getattr(err, "message", err)).split())[:300]
+            status = getattr(err, "status_code", None)
+            raise RequestRefused(f"the server refused the request{f' (HTTP {status})' if status else ''}: "
+                                 f"{message}") from None
         finally:
             self._in_flight.discard(request_id)
 

@@ -136,6 +136,22 @@ def test_stopping_an_answer_aborts_it_on_the_server(remote_app, server):
     assert server_metric(server, "vllm:generation_tokens_total") - tokens_at_stop < 150
 
 
+def test_a_request_the_server_refuses_is_one_clear_error_not_a_dead_engine(server):
+    """E.g. a server running a model whose tokenizer differs from --model's: token ids it does not know."""
+    import asyncio
+
+    from app.engine import RequestRefused
+    from app.remote import RemoteEngine
+
+    async def ask():
+        engine = RemoteEngine(server.url, KEY, "ernie-remote")
+        async for _ in engine.generate({"prompt_token_ids": [10**7]}, {"max_tokens": 4}, "refused-1"):
+            pass
+
+    with pytest.raises(RequestRefused, match="the server refused the request.*Token id 10000000 is out of vocab"):
+        asyncio.run(ask())
+
+
 def test_a_wrong_key_stops_the_app_with_one_line(server, tiny_model_dir, tmp_path):
     app = LaunchedApp(tiny_model_dir, tmp_path, "--remote-url", server.url, "--remote-api-key", "wrong")
     try:
