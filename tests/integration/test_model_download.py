@@ -71,3 +71,22 @@ def test_unknown_repo_on_the_hub_is_one_clear_line(tiny_model_dir, tmp_path):
         result = resolve(tmp_path, hub.url, model="baidu/no-such-model")
     assert "error" in result, result
     assert "baidu/no-such-model" in result["error"] and "\n" not in result["error"]
+
+
+def test_with_a_remote_engine_only_the_tokenizer_is_downloaded(tiny_model_dir, tmp_path):
+    """--remote-url: the weights live on the server; this machine fetches the tokenizer and template only."""
+    from tests.helpers import LaunchedApp
+
+    env = {"HF_HOME": str(tmp_path / "hf-home"), "HF_HUB_ETAG_TIMEOUT": "2", "HF_HUB_DOWNLOAD_TIMEOUT": "5"}
+    with FakeHub(REPO, tiny_model_dir) as hub:
+        app = LaunchedApp(Path(REPO), tmp_path, "--remote-url", "http://127.0.0.1:9/v1",
+                          env={**env, "HF_ENDPOINT": hub.url})
+        try:
+            assert app.proc.wait(120) != 0  # nothing answers at the remote URL: one line, non-zero exit
+        finally:
+            app.kill()
+    fetched = [line.split("/resolve/")[1] for line in hub.requests if "/resolve/" in line]
+    assert any("tokenizer.json" in f for f in fetched) and any("chat_template.jinja" in f for f in fetched)
+    assert not any(".safetensors" in f for f in fetched), fetched
+    errors = [line for line in app.output().splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "cannot reach the vLLM server at http://127.0.0.1:9/v1" in errors[0]
