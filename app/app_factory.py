@@ -61,7 +61,7 @@ def build_runtime(settings: AppSettings, plan: EnginePlan) -> Runtime:
                       max_restarts=None if remote else settings.engine.max_restarts, start_timeout=settings.engine.engine_start_timeout,
                       gpu_fault_check=GpuFaultWatch(plan.gpu) if plan.gpu else None,
                       log_tail=None if remote else LogTail(settings.server.log_file.resolve()), **extra)
-    watch = GpuMemoryWatch(lambda: gpu_memory_used(plan.gpu)) if plan.gpu else None
+    watch = GpuMemoryWatch(lambda: gpu_memory_used(plan.gpu), gpu=str(plan.gpu.index)) if plan.gpu else None
     runtime = Runtime(settings=settings, plan=plan, host=host, metrics=metrics, gpu_memory=watch)
     runtime_box.append(runtime)
 

@@ -26,6 +26,7 @@ class GpuMemoryWatch:
     """
 
     read: Callable[[], Optional[int]]
+    gpu: str = "0"  # the card's NVML index: the metrics' label
     after_load: Optional[int] = None
     peak: Optional[int] = None  # highest reading taken while an answer was being generated
     last: Optional[int] = None
@@ -47,9 +48,9 @@ class GpuMemoryWatch:
                 last_sample = time.monotonic()
                 used = await asyncio.to_thread(self.sample, busy)
                 if metrics is not None and used is not None:
-                    metrics.gpu_memory_used.set(used)
+                    metrics.gpu_memory_used.labels(gpu=self.gpu).set(used)
                     if self.peak is not None:
-                        metrics.gpu_memory_peak.set(self.peak)
+                        metrics.gpu_memory_peak.labels(gpu=self.gpu).set(self.peak)
             await asyncio.sleep(busy_every_s)
 
 

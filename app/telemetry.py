@@ -144,10 +144,12 @@ class AppMetrics:
         self.engine_restarts = Counter("ernie_chat_engine_restarts", "Engine restarts after a failure", registry=r)
         self.engine_state = Gauge("ernie_chat_engine_state", "1 for the engine's current state", ["state"],
                                   registry=r)
+        # Labelled by card, so that nothing is exported where nothing is measured (CPU, --remote-url):
+        # an unlabelled gauge would read 0 bytes there.
         self.gpu_memory_used = Gauge("ernie_chat_gpu_memory_used_bytes", "GPU memory in use (NVML), sampled "
-                                     "several times a second while answering", registry=r)
+                                     "several times a second while answering", ["gpu"], registry=r)
         self.gpu_memory_peak = Gauge("ernie_chat_gpu_memory_peak_bytes", "Highest GPU memory in use seen "
-                                     "since start (NVML)", registry=r)
+                                     "since start (NVML)", ["gpu"], registry=r)
         self.set_engine_state("stopped")
 
     def set_engine_state(self, state: str) -> None:

@@ -82,8 +82,17 @@ def test_gpu_peak_is_taken_while_generating_even_between_slow_samples():
 
     asyncio.run(scenario())
     assert watch.peak == 5000
-    assert metrics.gpu_memory_peak._value.get() == 5000
-    assert metrics.gpu_memory_used._value.get() in (1000, 5000, 1200)
+    assert metrics.gpu_memory_peak.labels(gpu="0")._value.get() == 5000
+    assert metrics.gpu_memory_used.labels(gpu="0")._value.get() in (1000, 5000, 1200)
+
+
+def test_no_gpu_memory_series_where_nothing_is_measured():
+    """On the CPU or with --remote-url no watch runs; /metrics must not claim 0 bytes of GPU memory."""
+    from prometheus_client import generate_latest
+
+    text = generate_latest(AppMetrics().registry).decode()
+    assert "# TYPE ernie_chat_gpu_memory_used_bytes gauge" in text
+    assert "\nernie_chat_gpu_memory_used_bytes" not in text and "\nernie_chat_gpu_memory_peak_bytes" not in text
 
 
 def test_vllm_logs_go_to_our_file_from_every_process(tmp_path):
