@@ -8,7 +8,7 @@ import signal
 import sys
 from typing import Callable
 
-from app.engine import EngineHost, StartStep
+from app.engine import EngineHost, StartStep, create_vllm_engine
 from app.hardware import GpuFaultWatch, gpu_memory_used
 from app.launcher import PROJECT_ROOT
 from app.model_source import read_generation_defaults, resolve_model
@@ -49,18 +49,16 @@ def build_runtime(settings: AppSettings, plan: EnginePlan) -> Runtime:
         runtime.generation_defaults = read_generation_defaults(path)
         return path
 
-    extra: dict = {}
-    if remote:
-        key = settings.model.remote_api_key
-        extra["engine_factory"] = remote_engine_factory(settings.model.remote_url,
-                                                        key.get_secret_value() if key else None,
-                                                        settings.model.remote_model)
+    key = settings.model.remote_api_key
+    factory = (remote_engine_factory(settings.model.remote_url, key.get_secret_value() if key else None,
+                                     settings.model.remote_model) if remote else create_vllm_engine)
     host = EngineHost(provide_model, plan, metrics, max_concurrent=settings.engine.max_concurrent_chats,
                       # A remote server restarts on its own schedule (a vLLM start takes a minute or
                       # more): keep reconnecting, with the same capped backoff, instead of giving up.
-                      max_restarts=None if remote else settings.engine.max_restarts, start_timeout=settings.engine.engine_start_timeout,
+                      max_restarts=None if remote else settings.engine.max_restarts,
+                      start_timeout=settings.engine.engine_start_timeout, engine_factory=factory,
                       gpu_fault_check=GpuFaultWatch(plan.gpu) if plan.gpu else None,
-                      log_tail=None if remote else LogTail(settings.server.log_file.resolve()), **extra)
+                      log_tail=None if remote else LogTail(settings.server.log_file.resolve()))
     watch = GpuMemoryWatch(lambda: gpu_memory_used(plan.gpu), gpu=str(plan.gpu.index)) if plan.gpu else None
     runtime = Runtime(settings=settings, plan=plan, host=host, metrics=metrics, gpu_memory=watch)
     runtime_box.append(runtime)

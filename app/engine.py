@@ -323,10 +323,11 @@ class EngineHost:
         JIT-compiles a Triton top-p kernel the first time it samples a batch of 8 or more requests,
         once per batch-size class (Triton specialises on "divisible by 16"); on an H200 that added
         1.5 s to the first token of 12 concurrent chats. So: one request, then a batch of 8, then 16
-        when the plan allows that many, all sampled the way chats are (temperature, top_p < 1).
+        when the plan allows that many, all sampled the way chats are (temperature, top_p < 1). The CPU
+        build has no Triton (vLLM samples with plain torch there): one request is all it needs.
         """
         sampled = {"max_tokens": 2, "temperature": 0.8, "top_p": 0.8, "seed": 0}
-        most = int(plan.engine_args.get("max_num_seqs") or 1)
+        most = int(plan.engine_args.get("max_num_seqs") or 1) if plan.device != "cpu" else 1
         for batch in [1] + [n for n in WARMUP_BATCHES if n <= most]:
             await asyncio.gather(*(self._drain(self._raw_stream({"prompt_token_ids": [1, 2, 3, 4]}, sampled,
                                                                 f"warmup-{uuid.uuid4().hex[:8]}"))

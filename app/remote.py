@@ -43,7 +43,6 @@ def pick_model(url: str, api_key: Optional[str], wanted: Optional[str], timeout:
         raise RemoteServerError(f"the server at {url} answered /models with HTTP {reply.status_code}; "
                                 "is it an OpenAI-compatible vLLM server?")
     models = reply.json().get("data") or []
-    names = [m.get("id") for m in models]
     if not models:
         raise RemoteServerError(f"the server at {url} serves no model")
     if wanted is None:
@@ -51,8 +50,8 @@ def pick_model(url: str, api_key: Optional[str], wanted: Optional[str], timeout:
     for model in models:
         if model.get("id") == wanted:
             return model
-    raise RemoteServerError(f"the server at {url} does not serve {wanted!r}; it serves {', '.join(map(str, names))} "
-                            "(set --remote-model)")
+    served = ", ".join(str(m.get("id")) for m in models)
+    raise RemoteServerError(f"the server at {url} does not serve {wanted!r}; it serves {served} (set --remote-model)")
 
 
 class RemoteEngine:
@@ -63,7 +62,7 @@ class RemoteEngine:
     def __init__(self, url: str, api_key: Optional[str], model: str, request_timeout: float = 600.0) -> None:
         from openai import AsyncOpenAI
 
-        self.url, self.model = url, model
+        self.model = model
         # No client retries: a failed request is reported at once and the watchdog reconnects.
         self._client = AsyncOpenAI(base_url=url, api_key=api_key or "none", max_retries=0, timeout=request_timeout)
         self._in_flight: set[str] = set()

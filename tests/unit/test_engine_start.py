@@ -35,9 +35,9 @@ class FakeEngine:
         pass
 
 
-def start(factory, log_tail=None, details=None) -> tuple[EngineHost, list[str]]:
+def start(factory, log_tail=None, details=None, plan=PLAN) -> tuple[EngineHost, list[str]]:
     fatal: list[str] = []
-    host = EngineHost(lambda progress: "/models/ernie", PLAN, AppMetrics(), max_concurrent=2,
+    host = EngineHost(lambda progress: "/models/ernie", plan, AppMetrics(), max_concurrent=2,
                       engine_factory=factory, health_interval=60, log_tail=log_tail)
     host.on_fatal = fatal.append
     if details is not None:  # what /readyz, the status panel and the bar show, in order
@@ -189,3 +189,19 @@ def test_chats_are_fitted_to_the_context_of_the_plan_that_started():
     host, fatal = start(factory)
     runtime = Runtime(settings=None, plan=PLAN, host=host, metrics=AppMetrics())
     assert runtime.max_model_len == 16384 == host.plan.engine_args["max_model_len"]
+
+
+def test_cpu_warm_up_is_one_request():
+    """The CPU build samples without Triton: no batch to compile for, so start-up pays for one request only."""
+    calls = []
+
+    class CountingEngine(FakeEngine):
+        async def generate(self, prompt, params, request_id):
+            calls.append(request_id)
+            async for out in super().generate(prompt, params, request_id):
+                yield out
+
+    cpu = EnginePlan(profile="cpu", device="cpu", gpu=None, reasons={},
+                     engine_args={"max_model_len": 4096, "max_num_seqs": 12})
+    host, fatal = start(lambda path, plan: CountingEngine(), plan=cpu)
+    assert host.status.ready_seconds is not None and not fatal and len(calls) == 1
