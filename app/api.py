@@ -1,8 +1,10 @@
 """A small OpenAI-compatible API on the same server: /v1/models and /v1/chat/completions.
 
-It uses the same path as the chat UI (chat template, context fitting, the fair queue, the engine host),
-so scripts, the soak test and OpenAI clients see exactly what the UI sees. Bad input is a 400 with one
-line; an engine that is not ready is a 503. The auth token, when set, is required here too.
+It follows the chat UI's rules (app/conversation.py: cleaning, the model's sampling defaults and bounds,
+context fitting) and its path (the fair queue, the engine host), so scripts, the soak test and OpenAI
+clients see what the UI sees. It speaks what the `openai` package expects (tested with that client,
+streamed and not). Bad input is a 400 with one line; an engine that is not ready is a 503; every error
+has the body of app/errors.py. The auth token, when set, is required here too (app/server.py).
 """
 from __future__ import annotations
 
@@ -10,18 +12,20 @@ import asyncio
 import json
 import time
 import uuid
-from typing import Any, Optional
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, AsyncIterator, Optional
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel, Field, ValidationError
 
-from app.chat import encode_messages
-from app.conversation import PromptTooLong, clean_message, fit_to_context
-from app.engine import EngineDied, EngineUnavailable, RequestRefused
+from app.conversation import ChatTemplate, FittedPrompt, chat_defaults, clean_message, fit_to_context
+from app.errors import BadRequestError, EngineUnavailable, ErnieChatError, error_body
 from app.runtime import Runtime
+from app.settings import SAMPLING_BOUNDS
 
 MODEL_ID = "ernie-chat"
+_T, _P, _N = (SAMPLING_BOUNDS[k] for k in ("temperature", "top_p", "max_tokens"))
 
 
 class ChatMessage(BaseModel):
@@ -29,91 +33,134 @@ class ChatMessage(BaseModel):
     content: str
 
 
+class StreamOptions(BaseModel):
+    include_usage: bool = False
+
+
 class ChatRequest(BaseModel):
     messages: list[ChatMessage] = Field(min_length=1)
     model: Optional[str] = None
-    max_tokens: Optional[int] = Field(None, ge=1, le=32768)
-    temperature: Optional[float] = Field(None, ge=0, le=2)
-    top_p: Optional[float] = Field(None, gt=0, le=1)
+    max_tokens: Optional[int] = Field(None, ge=_N.low, le=_N.high)
+    temperature: Optional[float] = Field(None, ge=_T.low, le=_T.high)
+    top_p: Optional[float] = Field(None, ge=_P.low, le=_P.high)
+    seed: Optional[int] = None
     stream: bool = False
+    stream_options: Optional[StreamOptions] = None
 
 
-def error(status: int, message: str, kind: str = "invalid_request_error") -> JSONResponse:
-    """The one error shape of every route: OpenAI's."""
-    return JSONResponse({"error": {"message": message, "type": kind}}, status_code=status)
+def error_response(err: ErnieChatError) -> JSONResponse:
+    return JSONResponse(error_body(err), status_code=err.http_status)
+
+
+def _sse(payload: dict[str, Any]) -> str:
+    # ASCII JSON: U+2028/U+0085 inside a token split lines in some clients.
+    return "data: " + json.dumps(payload) + "\n\n"
+
+
+def parse_request(body: Any, max_messages: int) -> ChatRequest:
+    if isinstance(body, dict) and isinstance(body.get("messages"), list) and len(body["messages"]) > max_messages:
+        # Checked before validating each message: a request's cost must not grow past the cap.
+        raise BadRequestError(f"messages: at most {max_messages} per request (--max-request-messages); "
+                              f"got {len(body['messages'])}")
+    try:
+        return ChatRequest.model_validate(body)
+    except ValidationError as err:
+        first = err.errors()[0]
+        raise BadRequestError(f"{'.'.join(str(x) for x in first['loc']) or 'body'}: {first['msg']}") from None
 
 
 def build_router() -> APIRouter:
     router = APIRouter(prefix="/v1")
+    # Prompt building runs here, off the threads that serve the pages and other requests: a large
+    # request waits its turn instead of holding up everyone else's (issue 16: six such requests once
+    # held a plain "hi" for 40 s).
+    prompt_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="v1-prompts")
 
     @router.get("/models")
     async def models() -> dict:
-        return {"object": "list", "data": [{"id": MODEL_ID, "object": "model", "owned_by": "ernie-chat"}]}
+        return {"object": "list", "data": [{"id": MODEL_ID, "object": "model", "created": 0,
+                                            "owned_by": "ernie-chat"}]}
 
     @router.post("/chat/completions")
     async def chat_completions(request: Request):
         rt: Runtime = request.app.state.runtime
         try:
-            body = ChatRequest.model_validate(await request.json())
-        except (ValidationError, ValueError) as err:
-            first = err.errors()[0] if isinstance(err, ValidationError) else {"loc": ("body",), "msg": str(err)}
-            return error(400, f"{'.'.join(str(x) for x in first['loc'])}: {first['msg']}")
-        if not rt.host.ready:
-            return error(503, f"engine not ready: {rt.host.status.state.value}", "unavailable")
-        chat = rt.settings.chat
-        messages = [{"role": m.role, "content": clean_message(m.content).text} for m in body.messages]
-        if messages[-1]["role"] != "user" or not messages[-1]["content"].strip():
-            return error(400, "the last message must be a non-empty user message")
-        if sum(len(m["content"]) for m in messages) > chat.max_message_chars * 4:
-            return error(400, f"request too large: over {chat.max_message_chars * 4} characters")
-        system = "\n".join(m["content"] for m in messages if m["role"] == "system")
-        turns = [m for m in messages if m["role"] != "system"]
-        max_tokens = body.max_tokens or chat.max_tokens
-        try:
-            fitted = await asyncio.to_thread(fit_to_context, system, turns[:-1], turns[-1]["content"],
-                                             rt.max_model_len, max_tokens,
-                                             lambda msgs: encode_messages(rt.tokenizer, msgs))
-        except PromptTooLong as err:
-            return error(400, f"the last message is {err.tokens} tokens; the context holds {err.limit}")
-        params = {"temperature": body.temperature if body.temperature is not None else chat.temperature,
-                  "top_p": body.top_p if body.top_p is not None else chat.top_p, "max_tokens": fitted.max_tokens}
+            try:
+                raw = await request.json()
+            except (ValueError, RecursionError) as err:
+                raise BadRequestError(f"body: not valid JSON ({type(err).__name__})") from None
+            body = parse_request(raw, rt.settings.chat.max_request_messages)
+            if not rt.host.ready:
+                raise EngineUnavailable(f"engine not ready: {rt.host.status.state.value}")
+            fitted, params = await _prompt(rt, body, prompt_thread)
+        except ErnieChatError as err:
+            return error_response(err)
         completion_id = f"chatcmpl-{uuid.uuid4().hex}"
         rt.metrics.messages.inc()
         if body.stream:
-            return StreamingResponse(_sse(rt, fitted.token_ids, params, completion_id), media_type="text/event-stream")
+            usage = bool(body.stream_options and body.stream_options.include_usage)
+            return StreamingResponse(_stream(rt, fitted, params, completion_id, usage),
+                                     media_type="text/event-stream")
         parts, tokens, reason = [], 0, None
         try:
             async for delta in rt.host.stream(fitted.token_ids, params):
                 parts.append(delta.text)
                 tokens += delta.new_tokens
                 reason = delta.finish_reason or reason
-        except (EngineDied, EngineUnavailable) as err:
-            return error(503, f"engine failed: {err}", "unavailable")
-        except RequestRefused as err:
-            return error(400, str(err))
+        except ErnieChatError as err:
+            return error_response(err)
         return {"id": completion_id, "object": "chat.completion", "created": int(time.time()), "model": MODEL_ID,
                 "choices": [{"index": 0, "message": {"role": "assistant", "content": "".join(parts)},
                              "finish_reason": reason}],
-                "usage": {"prompt_tokens": len(fitted.token_ids), "completion_tokens": tokens,
-                          "total_tokens": len(fitted.token_ids) + tokens},
-                "ernie_chat": {"dropped_messages": fitted.dropped_messages}}
+                "usage": _usage(fitted, tokens), "ernie_chat": {"dropped_messages": fitted.dropped_messages}}
 
     return router
 
 
-async def _sse(rt: Runtime, ids: list[int], params: dict[str, Any], completion_id: str):
-    def chunk(delta: dict, reason: Optional[str] = None) -> str:
-        return "data: " + json.dumps({"id": completion_id, "object": "chat.completion.chunk", "model": MODEL_ID,
-                                      "choices": [{"index": 0, "delta": delta, "finish_reason": reason}]}
-                                     ) + "\n\n"  # ASCII JSON: U+2028/U+0085 in a token split lines in some clients
+async def _prompt(rt: Runtime, body: ChatRequest, pool: ThreadPoolExecutor) -> tuple[FittedPrompt, dict[str, Any]]:
+    """The request's prompt and sampling, by the chat UI's rules (defaults from the model's generation_config)."""
+    chat = rt.settings.chat
+    messages = [{"role": m.role, "content": clean_message(m.content).text} for m in body.messages]
+    if messages[-1]["role"] != "user" or not messages[-1]["content"].strip():
+        raise BadRequestError("messages: the last message must be a non-empty user message")
+    if sum(len(m["content"]) for m in messages) > chat.max_message_chars * 4:
+        raise BadRequestError(f"messages: over {chat.max_message_chars * 4:,} characters in all")
+    defaults = chat_defaults(chat, rt.generation_defaults, rt.max_model_len)
+    system = "\n".join(m["content"] for m in messages if m["role"] == "system")
+    turns = [m for m in messages if m["role"] != "system"]
+    fitted = await asyncio.get_running_loop().run_in_executor(
+        pool, fit_to_context, system, turns[:-1], turns[-1]["content"], rt.max_model_len,
+        body.max_tokens or defaults["max_tokens"], ChatTemplate(rt.tokenizer))
+    params = {"temperature": defaults["temperature"] if body.temperature is None else body.temperature,
+              "top_p": defaults["top_p"] if body.top_p is None else body.top_p, "max_tokens": fitted.max_tokens}
+    if body.seed is not None:
+        params["seed"] = body.seed
+    return fitted, params
 
-    yield chunk({"role": "assistant"})
+
+def _usage(fitted: FittedPrompt, tokens: int) -> dict[str, int]:
+    prompt = len(fitted.token_ids)
+    return {"prompt_tokens": prompt, "completion_tokens": tokens, "total_tokens": prompt + tokens}
+
+
+async def _stream(rt: Runtime, fitted: FittedPrompt, params: dict[str, Any], completion_id: str,
+                  include_usage: bool) -> AsyncIterator[str]:
+    created = int(time.time())
+
+    def chunk(choices: list, **extra: Any) -> str:
+        return _sse({"id": completion_id, "object": "chat.completion.chunk", "created": created, "model": MODEL_ID,
+                     "choices": choices, **extra})
+
+    yield chunk([{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}])
+    tokens = 0
     try:
-        async for delta in rt.host.stream(ids, params):
+        async for delta in rt.host.stream(fitted.token_ids, params):
+            tokens += delta.new_tokens
             if delta.text or delta.finished:
-                yield chunk({"content": delta.text} if delta.text else {}, delta.finish_reason)
-    except (EngineDied, EngineUnavailable) as err:
-        yield "data: " + json.dumps({"error": {"message": f"engine failed: {err}", "type": "unavailable"}}) + "\n\n"
-    except RequestRefused as err:
-        yield "data: " + json.dumps({"error": {"message": str(err), "type": "invalid_request_error"}}) + "\n\n"
+                yield chunk([{"index": 0, "delta": {"content": delta.text} if delta.text else {},
+                              "finish_reason": delta.finish_reason}])
+    except ErnieChatError as err:
+        yield _sse(error_body(err))
+    if include_usage:  # OpenAI's shape: a last chunk with no choices and the request's usage
+        yield chunk([], usage=_usage(fitted, tokens))
     yield "data: [DONE]\n\n"

@@ -1,7 +1,13 @@
-"""Chainlit handlers: history through the model's chat template, batched streaming, stop -> engine abort.
+"""Chainlit handlers: every prompt built from the chat's own messages, batched streaming, stop -> abort.
 
 ``install()`` registers the handlers; app/chainlit_app.py (the file Chainlit loads) calls it. Every
-handler finds the app through ``current_runtime()``.
+handler finds the app through ``current_runtime()``. The rules (cleaning, defaults, bounds, fitting to the
+context) live in app/conversation.py and are shared with /v1; this module only talks to the page.
+
+The prompt comes from ``cl.chat_context``, the messages this chat shows: Chainlit removes the later
+messages there when one is edited, and puts a resumed chat's saved messages back there. So what the model
+sees is always what the page shows (an earlier version kept its own list and, after an edit, still sent
+the deleted turns: "prompt 121 tokens" for a one-turn page).
 """
 from __future__ import annotations
 
@@ -9,19 +15,25 @@ import asyncio
 import hmac
 import logging
 import time
-from typing import Any, Optional
+from typing import Any, Coroutine, Optional
 
 import chainlit as cl
 from chainlit.input_widget import Slider, TextInput
 
-from app.conversation import PromptTooLong, clamp_sampling, clean_message, fit_to_context, stats_line_values
-from app.engine import START_STEPS, EngineDied, EngineState, EngineStatus, EngineUnavailable, RequestRefused
-from app.i18n import lang_of, t
+from app.conversation import (ChatTemplate, Message, chat_defaults, clamp_sampling, clean_message, fit_to_context,
+                              max_tokens_cap, stats_line_values)
+from app.engine import START_STEPS, EngineState, EngineStatus
+from app.errors import EngineUnavailable, PromptTooLongError, RequestRefused
+from app.i18n import STARTERS, lang_of, t
 from app.runtime import Runtime, current_runtime
+from app.settings import SAMPLING_BOUNDS
 
 log = logging.getLogger("ernie_chat.chat")
-QUANTUM_PROMPT = "请用三句话解释量子纠缠，要求通俗易懂"
 WAIT_FOR_ENGINE_SECONDS = 600.0
+STATUS_REFRESH_SECONDS = 1.0
+# What a message of ours is, kept in its metadata (saved with the chat): only answers go back into prompts.
+KIND_ANSWER, KIND_NOTICE = "answer", "notice"
+REGENERATE = "regenerate"
 
 
 def _language() -> str:
@@ -31,63 +43,41 @@ def _language() -> str:
         return "en-US"
 
 
-def _defaults(rt: Runtime) -> dict[str, Any]:
-    gen = rt.generation_defaults
-    chat = rt.settings.chat
-    # The model's generation_config (0.8 / 0.8) wins over our own defaults unless the user set them.
-    explicit = chat.model_fields_set
-    return {
-        "system_prompt": chat.system_prompt,
-        "temperature": chat.temperature if "temperature" in explicit else float(gen.get("temperature", chat.temperature)),
-        "top_p": chat.top_p if "top_p" in explicit else float(gen.get("top_p", chat.top_p)),
-        "max_tokens": min(chat.max_tokens, _max_tokens_cap(rt)),
-    }
-
-
-def _max_tokens_cap(rt: Runtime) -> int:
-    return max(16, rt.max_model_len // 2)
-
-
-def encode_messages(tokenizer: Any, messages: list[dict[str, str]]) -> list[int]:
-    ids = tokenizer.apply_chat_template(messages, tokenize=True, add_generation_prompt=True)
-    if isinstance(ids, dict) or hasattr(ids, "input_ids"):  # transformers 5 returns a BatchEncoding
-        ids = ids["input_ids"]
-    return list(ids)
+def _answer_cap(rt: Runtime) -> int:
+    return max_tokens_cap(rt.max_model_len)
 
 
 def status_markdown(rt: Runtime, language: str) -> str:
-    zh = lang_of(language) == "zh"
     status = rt.host.status
     gpu = rt.gpu
     if rt.plan.device == "remote":  # the card is the server's; say where the answers come from
-        where = f"**{'远程 vLLM 服务' if zh else 'Remote vLLM server'}:** {rt.plan.engine_args.get('remote_url')}"
+        where = f"**{t(language, 'panel_remote')}:** {rt.plan.engine_args.get('remote_url')}"
     else:
-        where = f"**{'显卡' if zh else 'Card'}:** {gpu.name if gpu else 'CPU'}"
+        where = f"**{t(language, 'panel_card')}:** {gpu.name if gpu else 'CPU'}"
     lines = [
         where,
-        f"**{'配置' if zh else 'Profile'}:** {rt.plan.profile}",
-        f"**{'引擎' if zh else 'Engine'}:** {status.state.value}" + (f" — {status.detail}" if status.detail else "")
-        + (f"  \n{start_progress_line(status, zh)}" if status.starting else ""),
-        f"**{'上下文' if zh else 'Context'}:** {rt.max_model_len} tokens",
+        f"**{t(language, 'panel_profile')}:** {rt.plan.profile}",
+        f"**{t(language, 'panel_engine')}:** {status.state.value}" + (f" — {status.detail}" if status.detail else "")
+        + (f"  \n{start_progress_line(status, language)}" if status.starting else ""),
+        f"**{t(language, 'panel_context')}:** {t(language, 'panel_context_value', tokens=rt.max_model_len)}",
     ]
     if status.restarts:
-        lines.append(f"**{'重启次数' if zh else 'Restarts'}:** {status.restarts}")
+        lines.append(f"**{t(language, 'panel_restarts')}:** {status.restarts}")
     watch = rt.gpu_memory
     if watch is not None:
         now = watch.last if watch.last is not None else watch.sample()
         fmt = lambda b: "–" if b is None else f"{b / 2**30:.2f} GiB"  # noqa: E731
-        lines.append(f"**{'显存（加载后 / 峰值 / 当前）' if zh else 'GPU memory (after load / peak / now)'}:** "
+        lines.append(f"**{t(language, 'panel_gpu_memory')}:** "
                      f"{fmt(watch.after_load)} / {fmt(watch.peak)} / {fmt(now)}")
     return "  \n".join(lines)
 
 
-def start_progress_line(status: EngineStatus, zh: bool) -> str:
+def start_progress_line(status: EngineStatus, language: str) -> str:
     """'step 3 of 4 · 12 s' as a text bar, the UI's twin of the terminal's progress bar."""
     step = int(status.step or 0)
     bar = "▰" * (step - 1) + "▱" * (START_STEPS - step + 1)
-    seconds = time.time() - status.start_began_at
-    return (f"{bar} 第 {step}/{START_STEPS} 步 · {seconds:.0f} 秒" if zh
-            else f"{bar} step {step} of {START_STEPS} · {seconds:.0f} s")
+    return t(language, "start_progress", bar=bar, step=step, steps=START_STEPS,
+             seconds=time.time() - status.start_began_at)
 
 
 async def show_status(rt: Runtime) -> None:
@@ -95,9 +85,6 @@ async def show_status(rt: Runtime) -> None:
     text = cl.Text(name=t(language, "status_title"), content=status_markdown(rt, language), display="side")
     await cl.ElementSidebar.set_title(t(language, "status_title"))
     await cl.ElementSidebar.set_elements([text], key=f"status-{time.monotonic_ns()}")
-
-
-STATUS_REFRESH_SECONDS = 1.0
 
 
 async def keep_status_fresh(rt: Runtime) -> None:
@@ -116,6 +103,11 @@ async def keep_status_fresh(rt: Runtime) -> None:
         await asyncio.sleep(STATUS_REFRESH_SECONDS)
 
 
+async def notice(text: str) -> cl.Message:
+    """A line from the app (not the model): shown in the chat, never part of a prompt."""
+    return await cl.Message(content=text, author="system", metadata={"kind": KIND_NOTICE}).send()
+
+
 async def _wait_until_ready(rt: Runtime, language: str) -> Optional[str]:
     """None when the engine is ready; else the message to show (after waiting through a load)."""
     status = rt.host.status
@@ -123,71 +115,89 @@ async def _wait_until_ready(rt: Runtime, language: str) -> Optional[str]:
         return None
     if status.state is EngineState.FAILED:
         return t(language, "failed", detail=status.detail)
-    notice = cl.Message(content=t(language, "waiting", detail=status.detail or status.state.value), author="system")
-    await notice.send()
+    waiting = await notice(t(language, "waiting", detail=status.detail or status.state.value))
     ready = await rt.host.wait_ready(WAIT_FOR_ENGINE_SECONDS)
-    await notice.remove()
+    await waiting.remove()
     if ready:
         return None
     return t(language, "failed", detail=rt.host.status.detail or rt.host.status.state.value)
 
 
-async def answer(rt: Runtime, user_text: str) -> None:
-    """Handle one user message end to end."""
+def answer_text(message: cl.Message) -> str:
+    """An answer as the model wrote it: the shown content without the stats line appended under it."""
+    footer = (message.metadata or {}).get("footer", "")
+    content = message.content or ""
+    return content[:-len(footer)] if footer and content.endswith(footer) else content
+
+
+def turns_before(message: cl.Message) -> list[Message]:
+    """The chat's user messages and answers shown above ``message``, as the model's chat turns."""
+    turns: list[Message] = []
+    for shown in cl.chat_context.get():
+        if shown.id == message.id:
+            break
+        if shown.type == "user_message":
+            turns.append({"role": "user", "content": clean_message(shown.content or "").text})
+        elif (shown.metadata or {}).get("kind") == KIND_ANSWER:
+            turns.append({"role": "assistant", "content": answer_text(shown)})
+    return turns
+
+
+async def answer(rt: Runtime, message: cl.Message) -> None:
+    """Answer one user message (new, edited or regenerated) from the chat shown above it."""
     language = _language()
     rt.metrics.messages.inc()
-    cleaned = clean_message(user_text)
+    cleaned = clean_message(message.content or "")
     text = cleaned.text
     if not text.strip():
         rt.metrics.rejected.labels(reason="empty").inc()
-        await cl.Message(content=t(language, "empty"), author="system").send()
+        await notice(t(language, "empty"))
         return
     if len(text) > rt.settings.chat.max_message_chars:
         rt.metrics.rejected.labels(reason="too_many_chars").inc()
-        await cl.Message(content=t(language, "too_many_chars", chars=len(text),
-                                   limit=rt.settings.chat.max_message_chars), author="system").send()
+        await notice(t(language, "too_many_chars", chars=len(text), limit=rt.settings.chat.max_message_chars))
         return
     if cleaned.changed:
-        await cl.Message(content=t(language, "sanitized"), author="system").send()
+        await notice(t(language, "sanitized"))
 
     problem = await _wait_until_ready(rt, language)
     if problem:
-        await cl.Message(content=problem, author="system").send()
+        await notice(problem)
         return
 
     chat_settings = cl.user_session.get("chat_settings") or {}
-    defaults = _defaults(rt)
-    sampling = clamp_sampling(chat_settings, defaults, _max_tokens_cap(rt))
+    defaults = chat_defaults(rt.settings.chat, rt.generation_defaults, rt.max_model_len)
+    sampling = clamp_sampling(chat_settings, defaults, _answer_cap(rt))
     for name, value, bound, used in sampling.corrections:
-        await cl.Message(content=t(language, "settings_fixed", name=name, value=value, low=bound.low,
-                                   high=bound.high, used=used), author="system").send()
+        await notice(t(language, "settings_fixed", name=name, value=value, low=bound.low, high=bound.high, used=used))
     system_prompt = str(chat_settings.get("system_prompt", defaults["system_prompt"]) or "")
-    history: list[dict[str, str]] = cl.user_session.get("history") or []
     try:
         fitted = await asyncio.to_thread(
-            fit_to_context, system_prompt, history, text, rt.max_model_len, int(sampling.values["max_tokens"]),
-            lambda msgs: encode_messages(rt.tokenizer, msgs))
-    except PromptTooLong as err:
+            fit_to_context, system_prompt, turns_before(message), text, rt.max_model_len,
+            int(sampling.values["max_tokens"]), ChatTemplate(rt.tokenizer))
+    except PromptTooLongError as err:
         rt.metrics.rejected.labels(reason="too_long").inc()
-        await cl.Message(content=t(language, "too_long", tokens=err.tokens, limit=err.limit), author="system").send()
+        await notice(t(language, "too_long", tokens=err.tokens, limit=err.limit))
         return
     if fitted.dropped_messages:
-        await cl.Message(content=t(language, "dropped", limit=rt.max_model_len, turns=fitted.dropped_messages),
-                         author="system").send()
+        await notice(t(language, "dropped", limit=rt.max_model_len, turns=fitted.dropped_messages))
     if fitted.shortened:
-        await cl.Message(content=t(language, "shortened", tokens=fitted.max_tokens), author="system").send()
+        await notice(t(language, "shortened", tokens=fitted.max_tokens))
 
     params = {"temperature": sampling.values["temperature"], "top_p": sampling.values["top_p"],
               "max_tokens": fitted.max_tokens}
-    reply = cl.Message(content="")
+    await _stream_answer(rt, language, fitted.token_ids, params)
+
+
+async def _stream_answer(rt: Runtime, language: str, token_ids: list[int], params: dict[str, Any]) -> None:
+    reply = cl.Message(content="", metadata={"kind": KIND_ANSWER})
     queue_notice: dict[str, cl.Message] = {}
 
     async def on_queued(position: int) -> None:
         note = queue_notice.get("msg")
         content = t(language, "queued", position=position)
         if note is None:
-            queue_notice["msg"] = note = cl.Message(content=content, author="system")
-            await note.send()
+            queue_notice["msg"] = await notice(content)
         else:
             note.content = content
             await note.update()
@@ -201,7 +211,7 @@ async def answer(rt: Runtime, user_text: str) -> None:
     last_flush = 0.0
     outcome = "done"
     try:
-        async for delta in rt.host.stream(fitted.token_ids, params, on_queued=on_queued):
+        async for delta in rt.host.stream(token_ids, params, on_queued=on_queued):
             if "msg" in queue_notice:
                 await queue_notice.pop("msg").remove()
             if first_token_at is None and delta.new_tokens:
@@ -225,33 +235,82 @@ async def answer(rt: Runtime, user_text: str) -> None:
     except asyncio.CancelledError:
         outcome = "stopped"
         raise
-    except EngineDied as err:
+    except EngineUnavailable as err:  # the engine died, or is restarting
         outcome = "died"
-        await cl.Message(content=t(language, "engine_died", detail=str(err)), author="system").send()
-    except EngineUnavailable as err:
-        outcome = "died"
-        await cl.Message(content=t(language, "engine_died", detail=str(err)), author="system").send()
+        await notice(t(language, "engine_died", detail=str(err)))
     except RequestRefused as err:
         outcome = "refused"
-        await cl.Message(content=t(language, "refused", detail=str(err)), author="system").send()
+        await notice(t(language, "refused", detail=str(err)))
     finally:
         if "msg" in queue_notice:
             await queue_notice.pop("msg").remove()
-        answer_text = "".join(parts)
-        if answer_text or outcome == "done":
-            # Keep the turn even when stopped or cut off: the chat so far is never lost.
-            history.extend([{"role": "user", "content": text}, {"role": "assistant", "content": answer_text}])
-            cl.user_session.set("history", history)
         if outcome == "done":
             decode = time.perf_counter() - (first_token_at or started)
             values = stats_line_values(tokens, (first_token_at - started) if first_token_at else None, decode)
-            reply.content = answer_text + "\n\n`" + t(language, "stats", prompt=len(fitted.token_ids), **values) + "`"
+            footer = "\n\n`" + t(language, "stats", prompt=len(token_ids), **values) + "`"
+            reply.content = "".join(parts) + footer
+            reply.metadata = {"kind": KIND_ANSWER, "footer": footer}
+            await _offer_regenerate(reply, language)
             # stream_token sent the message with the first piece; an empty answer was never sent.
             await (reply.update() if parts else reply.send())
             if rt.gpu_memory:
                 rt.gpu_memory.sample(generating=True)
         elif parts:
+            # Stopped or cut off: the answer so far stays in the chat (and in the next prompt).
             await reply.update()
+
+
+async def _offer_regenerate(reply: cl.Message, language: str) -> None:
+    """Put the regenerate button on this answer, and take it off the previous one: only the newest answer
+    can be regenerated (an older one has later turns built on it)."""
+    previous: Optional[cl.Action] = cl.user_session.get("regenerate_action")
+    if previous is not None:
+        try:
+            await previous.remove()
+        except Exception:  # that answer was removed with an edit
+            log.debug("old regenerate action already gone", exc_info=True)
+    action = cl.Action(name=REGENERATE, payload={}, label=t(language, "regenerate"), icon="refresh-cw",
+                       tooltip=t(language, "regenerate"))
+    reply.actions = [action]
+    cl.user_session.set("regenerate_action", action)
+
+
+async def regenerate(rt: Runtime, action: cl.Action) -> None:
+    """Answer the last question again: the old answer (and notices after it) leave the chat and the prompt."""
+    shown = cl.chat_context.get()
+    index = next((i for i, m in enumerate(shown) if m.id == action.forId), None)
+    if index is None:
+        return
+    question = next((m for m in reversed(shown[:index]) if m.type == "user_message"), None)
+    if question is None:
+        return
+    for later in shown[shown.index(question) + 1:]:
+        await later.remove()
+    cl.user_session.set("regenerate_action", None)
+    await answer(rt, question)
+
+
+# Answers one chat may have running or queued at once; more would hold other users' places in the queue
+# (one page once queued 60 messages, and another user saw "48 ahead of you").
+MAX_ANSWERS_PER_CHAT = 3
+
+
+async def _run_tracked(work: Coroutine[Any, Any, None]) -> None:
+    """Run ``work`` as one of this chat's answers: Stop reaches it, a closed page cancels it."""
+    # Chainlit's edit path (and an action) does not register its task, so Stop found nothing to cancel.
+    task = asyncio.current_task()
+    cl.context.session.current_task = task
+    running: set[asyncio.Task] = cl.user_session.get("answer_tasks") or set()
+    if len(running) >= MAX_ANSWERS_PER_CHAT:
+        work.close()
+        await notice(t(_language(), "too_many_waiting", limit=MAX_ANSWERS_PER_CHAT))
+        return
+    running.add(task)
+    cl.user_session.set("answer_tasks", running)
+    try:
+        await work
+    finally:
+        running.discard(task)
 
 
 def install() -> None:
@@ -267,32 +326,26 @@ def install() -> None:
 
     @cl.set_starters
     async def starters(user: Any = None, language: Optional[str] = None) -> list[cl.Starter]:
-        zh = lang_of(language) == "zh"
-        return [
-            cl.Starter(label="量子纠缠，三句话" if zh else "Quantum entanglement in 3 sentences",
-                       message=QUANTUM_PROMPT),
-            cl.Starter(label="写一首关于大海的短诗" if zh else "A short poem about the sea",
-                       message="写一首关于大海的短诗" if zh else "Write a short poem about the sea."),
-            cl.Starter(label="解释什么是 KV 缓存" if zh else "What is a KV cache?",
-                       message="用简单的话解释大语言模型的 KV 缓存。" if zh else
-                       "Explain in simple words what the KV cache of a language model is."),
-        ]
+        return [cl.Starter(label=t(language, f"starter_{name}_label"), message=t(language, f"starter_{name}"))
+                for name in STARTERS]
 
     @cl.on_chat_start
     async def on_chat_start() -> None:
         rt = current_runtime()
         rt.metrics.chats.inc()
-        cl.user_session.set("history", [])
-        defaults = _defaults(rt)
-        zh = lang_of(_language()) == "zh"
+        defaults = chat_defaults(rt.settings.chat, rt.generation_defaults, rt.max_model_len)
+        language = _language()
+        top_p, max_tokens = SAMPLING_BOUNDS["top_p"], SAMPLING_BOUNDS["max_tokens"]
+        temperature = SAMPLING_BOUNDS["temperature"]
         settings = await cl.ChatSettings([
-            TextInput(id="system_prompt", label="系统提示词" if zh else "System prompt",
+            TextInput(id="system_prompt", label=t(language, "setting_system_prompt"),
                       initial=defaults["system_prompt"], multiline=True),
-            Slider(id="temperature", label="温度 temperature" if zh else "Temperature",
-                   initial=defaults["temperature"], min=0, max=2, step=0.05),
-            Slider(id="top_p", label="top_p", initial=defaults["top_p"], min=0.05, max=1, step=0.05),
-            Slider(id="max_tokens", label="最大生成长度 (token)" if zh else "Max answer tokens",
-                   initial=defaults["max_tokens"], min=16, max=_max_tokens_cap(rt), step=16),
+            Slider(id="temperature", label=t(language, "setting_temperature"), initial=defaults["temperature"],
+                   min=temperature.low, max=temperature.high, step=0.05),
+            Slider(id="top_p", label=t(language, "setting_top_p"), initial=defaults["top_p"],
+                   min=top_p.low, max=top_p.high, step=0.05),
+            Slider(id="max_tokens", label=t(language, "setting_max_tokens"), initial=defaults["max_tokens"],
+                   min=max_tokens.low, max=_answer_cap(rt), step=max_tokens.low),
         ]).send()
         cl.user_session.set("chat_settings", settings)
         # Runs in this chat's context, so it draws into this chat's panel; ends with the chat.
@@ -300,6 +353,9 @@ def install() -> None:
 
     @cl.on_chat_end
     async def on_chat_end() -> None:
+        # The page went away: stop its answers, running or queued; nobody is left to read them.
+        for task in list(cl.user_session.get("answer_tasks") or ()):
+            task.cancel()
         task = cl.user_session.get("status_task")
         if task:
             task.cancel()
@@ -311,11 +367,27 @@ def install() -> None:
     @cl.on_message
     async def on_message(message: cl.Message) -> None:
         rt = current_runtime()
-        await answer(rt, message.content)
+        await _run_tracked(answer(rt, message))
         if rt.gpu_memory:  # GPU memory peak moved; without a GPU nothing in the panel changed
             await show_status(rt)
 
+    @cl.action_callback(REGENERATE)
+    async def on_regenerate(action: cl.Action) -> None:
+        # Actions arrive as an HTTP request: answer in a task of its own (with the stop button shown)
+        # instead of holding the request open for the whole answer.
+        rt = current_runtime()
+        emitter = cl.context.emitter
+
+        async def run() -> None:
+            await emitter.task_start()
+            try:
+                await _run_tracked(regenerate(rt, action))
+            finally:
+                await emitter.task_end()
+
+        asyncio.create_task(run())
+
     @cl.on_stop
     async def on_stop() -> None:
-        # Chainlit cancels the on_message task; EngineHost.stream's cleanup aborts the engine request.
+        # Chainlit cancels the current task; EngineHost.stream's cleanup aborts the engine request.
         log.info("stop pressed")

@@ -1,4 +1,5 @@
-"""EngineHost: vLLM's AsyncLLM inside this process, started in the background, watched, restarted.
+"""EngineHost: one engine at a time (vLLM in this process, or a remote server), started in the background,
+watched, restarted. It speaks only the engine protocol (app/engine_protocol.py): no vLLM type here.
 
 Why a loop of its own: AsyncLLM binds its output handler to the event loop that creates it, and creating
 it blocks for the whole model load (20-45 s on a CPU). So the engine lives on a private loop in a thread,
@@ -7,6 +8,7 @@ and ``call_soon_threadsafe`` (out). Calling ``generate`` directly across loops h
 
 States: loading -> warming -> ready; ready -> restarting -> ready when the engine dies; failed when a
 start fails for good. vLLM is imported on the engine thread, so the UI answers HTTP before it loads.
+Every "N s" the user sees counts from the launch of the process, the moment they pressed Enter.
 """
 from __future__ import annotations
 
@@ -14,7 +16,6 @@ import asyncio
 import concurrent.futures
 import contextlib
 import logging
-import os
 import threading
 import time
 import uuid
@@ -22,10 +23,11 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, AsyncIterator, Awaitable, Callable, Optional
 
-from app.errors import EngineStartError, ErnieChatError
+from app.engine_protocol import Delta, Engine, EngineFactory
+from app.errors import EngineDied, EngineStartError, EngineUnavailable, ErnieChatError, one_line
 from app.profiles import EnginePlan, with_smaller_kv
 from app.queueing import FairGate, PositionCallback
-from app.telemetry import AppMetrics, LogTail
+from app.telemetry import FILE_ONLY, AppMetrics, LogTail
 
 log = logging.getLogger("ernie_chat.engine")
 READY_MARKER = "Engine started."  # the tutorial's readiness line; scripts grep the log for it
@@ -38,18 +40,6 @@ class EngineState(str, Enum):
     READY = "ready"
     RESTARTING = "restarting"
     FAILED = "failed"
-
-
-class EngineUnavailable(Exception):
-    """The engine cannot take a request now (loading, restarting, failed); str() says which."""
-
-
-class EngineDied(Exception):
-    """The engine died while answering; the host restarts it."""
-
-
-class RequestRefused(Exception):
-    """The engine is fine but refused this one request (a remote server's 4xx); str() says why."""
 
 
 class StartStep(int, Enum):
@@ -71,10 +61,8 @@ class EngineStatus:
     restarts: int = 0
     ready_seconds: Optional[float] = None  # launch -> ready, the first time
     last_error: str = ""
-    changed_at: float = field(default_factory=time.time)
     step: Optional[StartStep] = None  # while starting: which step; None otherwise
-    step_started_at: float = field(default_factory=time.time)
-    start_began_at: float = field(default_factory=time.time)
+    start_began_at: float = field(default_factory=time.time)  # the launch, or the restart's beginning
 
     @property
     def starting(self) -> bool:
@@ -88,16 +76,6 @@ class EngineStatus:
             out.update(step=int(self.step), steps=START_STEPS,
                        starting_seconds=round(time.time() - self.start_began_at, 1))
         return out
-
-
-@dataclass(frozen=True)
-class Delta:
-    """One streamed piece of an answer, free of vLLM types (the UI and /v1 never import vLLM)."""
-
-    text: str
-    new_tokens: int
-    finished: bool = False
-    finish_reason: Optional[str] = None
 
 
 class LoopThread:
@@ -143,71 +121,52 @@ def _kv_text(plan: EnginePlan) -> str:
     return f"KV cache {kv / 2**30:.2f} GiB" if kv else "KV cache sized by vLLM"
 
 
-def _one_line(err: BaseException) -> str:
-    text = str(err).strip().splitlines()
-    return f"{type(err).__name__}: {text[0] if text else ''}"[:500]
-
-
-EngineFactory = Callable[[str, EnginePlan], Any]
-
-
-def create_vllm_engine(model_path: str, plan: EnginePlan) -> Any:
-    """Build AsyncLLM for the plan. Runs on the engine thread (it blocks for the whole model load)."""
-    os.environ.setdefault("VLLM_HOST_IP", "127.0.0.1")  # one host: no network lookups for our own address
-    os.environ.update(plan.env)
-    for name, value in plan.env_defaults.items():
-        os.environ.setdefault(name, value)
-    from vllm.engine.arg_utils import AsyncEngineArgs
-    from vllm.v1.engine.async_llm import AsyncLLM
-
-    args = AsyncEngineArgs(model=model_path, served_model_name=["ernie-chat"], **plan.engine_args)
-    return AsyncLLM.from_engine_args(args)
-
-
 class EngineHost:
-    """Owns one AsyncLLM at a time: start, warm up, health, restart with backoff, shutdown."""
+    """Owns one engine at a time: start, warm up, health, restart with backoff, shutdown."""
 
     def __init__(self, model_path_provider: Callable[[Callable[[str], None]], str], plan: EnginePlan,
-                 metrics: AppMetrics, max_concurrent: int, max_restarts: Optional[int] = 5,
-                 start_timeout: float = 600.0, engine_factory: EngineFactory = create_vllm_engine,
-                 health_interval: float = 1.0, gpu_fault_check: Optional[Callable[[], Optional[str]]] = None,
-                 log_tail: Optional[LogTail] = None) -> None:
+                 metrics: AppMetrics, max_concurrent: int, engine_factory: EngineFactory,
+                 max_restarts: Optional[int] = 5, start_timeout: float = 600.0, health_interval: float = 1.0,
+                 gpu_fault_check: Optional[Callable[[], Optional[str]]] = None,
+                 log_tail: Optional[LogTail] = None, on_fatal: Optional[Callable[[str], None]] = None,
+                 launched_at: Optional[float] = None) -> None:
         self._model_path_provider = model_path_provider
         self.plan = plan
         self.metrics = metrics
         self.gate = FairGate(max_concurrent)
         self.status = EngineStatus()
+        metrics.set_engine_state(self.status.state)
         self.max_restarts = max_restarts
         self.start_timeout = start_timeout
         self._factory = engine_factory
         self._health_interval = health_interval
         self._gpu_fault_check = gpu_fault_check
         self._log_tail = log_tail  # where the engine process's own error lands when a start fails
-        self._engine: Any = None
+        self._engine: Optional[Engine] = None
         self._thread: Optional[LoopThread] = None
         self._tasks: list[asyncio.Task] = []
         self._listeners: list[Callable[[EngineStatus], None]] = []
         self._model_path: Optional[str] = None
-        self._launched_at = time.time()
+        self._launched_at = launched_at or time.time()
+        self.status.start_began_at = self._launched_at
         self._ready_event: Optional[asyncio.Event] = None
         self._closing = False
-        self.on_fatal: Optional[Callable[[str], None]] = None  # called when the first start fails for good
+        self._on_fatal = on_fatal  # called once when the first start fails for good
 
     # ----- state -------------------------------------------------------------------------------------
     def add_listener(self, callback: Callable[[EngineStatus], None]) -> None:
         self._listeners.append(callback)
 
     def _set(self, state: EngineState, detail: str = "", step: Optional[StartStep] = None) -> None:
-        now = time.time()
         status = self.status
-        if step is not None and step != status.step:
-            status.step_started_at = now
-            if step == StartStep.MODEL or status.step is None:
-                status.start_began_at = now
-        status.state, status.detail, status.changed_at, status.step = state, detail, now, step
-        self.metrics.set_engine_state(state.value)
+        if step is not None and status.step is None and state is EngineState.RESTARTING:
+            status.start_began_at = time.time()  # a restart's steps count from its own beginning
+        status.state, status.detail, status.step = state, detail, step
+        self.metrics.set_engine_state(state)
         where = f" [{int(step)}/{START_STEPS}]" if step is not None else ""
-        log.info("engine %s%s%s", state.value, where, f": {detail}" if detail else "")
+        # A failed first start is told once, by the launcher; the file keeps this line too.
+        log.info("engine %s%s%s", state.value, where, f": {detail}" if detail else "",
+                 extra=FILE_ONLY if state is EngineState.FAILED else None)
         for callback in list(self._listeners):
             try:
                 callback(self.status)
@@ -219,8 +178,11 @@ class EngineHost:
         return self.status.state is EngineState.READY
 
     @property
-    def model_path(self) -> Optional[str]:
-        return self._model_path
+    def max_model_len(self) -> int:
+        """The context chats are fitted to: what the running engine serves (after an out-of-memory retry
+        halved it, or as a remote server reports it), else the plan's."""
+        engine = self._engine
+        return engine.max_model_len if engine is not None else int(self.plan.engine_args.get("max_model_len", 4096))
 
     async def wait_ready(self, timeout: float) -> bool:
         assert self._ready_event is not None
@@ -234,7 +196,6 @@ class EngineHost:
     def start_in_background(self) -> None:
         """Return at once; the model downloads, loads and warms up in the background."""
         self._ready_event = asyncio.Event()
-        self._launched_at = time.time()
         self._thread = LoopThread("vllm-engine-loop")
         self._tasks.append(asyncio.create_task(self._first_start(), name="engine-start"))
 
@@ -250,12 +211,12 @@ class EngineHost:
         except asyncio.CancelledError:
             raise
         except Exception as err:
-            line = str(err) if isinstance(err, EngineStartError) or hasattr(err, "exit_code") else _one_line(err)
+            line = str(err) if isinstance(err, ErnieChatError) else one_line(err)
             self.status.last_error = line
             self._set(EngineState.FAILED, line)
-            log.error("engine failed to start: %s", line)
-            if self.on_fatal:
-                self.on_fatal(line)
+            log.error("engine failed to start: %s", line, extra=FILE_ONLY)  # the launcher prints it once
+            if self._on_fatal:
+                self._on_fatal(line)
             return
         self.status.ready_seconds = round(time.time() - self._launched_at, 2)
         self._tasks.append(asyncio.create_task(self._watchdog(), name="engine-watchdog"))
@@ -271,7 +232,7 @@ class EngineHost:
                 self.plan = plan
                 return
             except Exception as err:
-                log.exception("engine start failed")
+                log.exception("engine start failed", extra=FILE_ONLY)  # the final line says what matters
                 if isinstance(err, ErnieChatError):  # already one line a person can act on (remote server)
                     raise
                 cause = await self._root_cause(mark)
@@ -279,7 +240,7 @@ class EngineHost:
                 smaller = with_smaller_kv(plan) if out_of_memory and len(tried) == 1 else None
                 if smaller is None:
                     raise EngineStartError(
-                        f"engine start failed ({cause or _one_line(err)}); tried: {'; then '.join(tried)}. "
+                        f"engine start failed ({cause or one_line(err)}); tried: {'; then '.join(tried)}. "
                         + ("Free GPU memory (nvidia-smi), lower --max-model-len / --max-concurrent-chats, "
                            "or use --profile cpu" if out_of_memory else
                            "See the log file for the full error")) from err
@@ -311,7 +272,8 @@ class EngineHost:
         self._engine = await asyncio.wait_for(self._thread.call(build()), self.start_timeout)
         self._set(EngineState.WARMING, f"engine up in {time.time() - started:.1f}s; first request", StartStep.WARMUP)
         await self._warm_up(plan)
-        self._set(EngineState.READY, f"ready in {time.time() - started:.1f}s")
+        # Counted as the user counted: from the launch (or from the restart's beginning).
+        self._set(EngineState.READY, f"ready in {time.time() - self.status.start_began_at:.1f}s")
         log.info(READY_MARKER)
         assert self._ready_event is not None
         self._ready_event.set()
@@ -329,8 +291,7 @@ class EngineHost:
         sampled = {"max_tokens": 2, "temperature": 0.8, "top_p": 0.8, "seed": 0}
         most = int(plan.engine_args.get("max_num_seqs") or 1) if plan.device != "cpu" else 1
         for batch in [1] + [n for n in WARMUP_BATCHES if n <= most]:
-            await asyncio.gather(*(self._drain(self._raw_stream({"prompt_token_ids": [1, 2, 3, 4]}, sampled,
-                                                                f"warmup-{uuid.uuid4().hex[:8]}"))
+            await asyncio.gather(*(self._drain(self._raw_stream([1, 2, 3, 4], sampled, f"warmup-{uuid.uuid4().hex[:8]}"))
                                    for _ in range(batch)))
 
     @staticmethod
@@ -357,8 +318,9 @@ class EngineHost:
         engine = self._engine
         if engine is None:
             return "no engine"
-        if getattr(engine, "errored", False):
-            return getattr(engine, "death_reason", "engine process died")
+        dead = engine.dead_reason()
+        if dead:
+            return dead
         if self._gpu_fault_check:
             fault = await asyncio.to_thread(self._gpu_fault_check)
             if fault:
@@ -366,7 +328,7 @@ class EngineHost:
         try:
             await asyncio.wait_for(self._thread.call(engine.check_health()), 5)
         except Exception as err:
-            return f"health check failed: {_one_line(err)}"
+            return f"health check failed: {one_line(err)}"
         return None
 
     async def report_dead(self, reason: str) -> None:
@@ -396,7 +358,7 @@ class EngineHost:
                 return
             except Exception as err:
                 attempt += 1
-                self.status.last_error = _one_line(err)
+                self.status.last_error = one_line(err)
                 log.error("engine restart failed: %s", self.status.last_error)
                 await self._stop_engine()
                 self._set(EngineState.RESTARTING, f"retrying after: {self.status.last_error}")
@@ -438,9 +400,9 @@ class EngineHost:
                 self.metrics.queued.dec()
                 waiting = False
                 if not self.ready:
-                    raise EngineUnavailable(self.status.state.value)
+                    raise EngineUnavailable(f"engine {self.status.state.value}")
                 self.metrics.active.inc()
-                raw = self._raw_stream({"prompt_token_ids": prompt_token_ids}, sampling, request_id)
+                raw = self._raw_stream(prompt_token_ids, sampling, request_id)
                 try:
                     # aclosing: on stop, close the inner generators now (their cleanup aborts the engine
                     # request), not whenever they are garbage-collected.
@@ -466,38 +428,25 @@ class EngineHost:
             self.metrics.tokens_per_second.observe((tokens - 1) / (time.perf_counter() - first))
         self.metrics.generated_tokens.inc(tokens)
 
-    async def _raw_stream(self, prompt: dict, sampling: dict[str, Any], request_id: str) -> AsyncIterator[Delta]:
+    async def _raw_stream(self, token_ids: list[int], sampling: dict[str, Any], request_id: str
+                          ) -> AsyncIterator[Delta]:
+        """Run the engine's generate on the engine loop and hand its Deltas over to this loop."""
         engine, thread = self._engine, self._thread
         if engine is None or thread is None:
-            raise EngineUnavailable(self.status.state.value)
+            raise EngineUnavailable(f"engine {self.status.state.value}")
         here = asyncio.get_running_loop()
         queue: asyncio.Queue = asyncio.Queue()
 
         async def pump() -> None:  # runs on the engine loop
-            dead_errors: tuple[type[BaseException], ...] = ()
             try:
-                if getattr(engine, "takes_plain_sampling", False):  # a remote server: no vLLM needed here
-                    params: Any = sampling
-                else:
-                    from vllm import SamplingParams
-                    from vllm.sampling_params import RequestOutputKind
-                    from vllm.v1.engine.exceptions import EngineDeadError
-
-                    dead_errors = (EngineDeadError,)
-                    params = SamplingParams(**sampling, output_kind=RequestOutputKind.DELTA)
-                async for out in engine.generate(prompt, params, request_id):
-                    piece = out.outputs[0]
-                    delta = Delta(piece.text, len(piece.token_ids), out.finished, piece.finish_reason)
+                async for delta in engine.generate(token_ids, sampling, request_id):
                     here.call_soon_threadsafe(queue.put_nowait, delta)
                 here.call_soon_threadsafe(queue.put_nowait, None)
-            except dead_errors as err:
-                here.call_soon_threadsafe(queue.put_nowait, EngineDied(_one_line(err)))
             except asyncio.CancelledError:
                 here.call_soon_threadsafe(queue.put_nowait, None)
                 raise
             except BaseException as err:
-                died = getattr(engine, "errored", False)
-                here.call_soon_threadsafe(queue.put_nowait, EngineDied(_one_line(err)) if died else err)
+                here.call_soon_threadsafe(queue.put_nowait, err)
 
         future = thread.submit(pump())
         try:
@@ -526,6 +475,6 @@ class EngineHost:
             return 0
 
         async def count():
-            return engine.get_num_unfinished_requests()
+            return engine.unfinished_requests()
 
         return await thread.call(count())

@@ -1,11 +1,19 @@
-"""One small exception family; each renders as one line a user can act on (simonw/llm style)."""
+"""One exception family; each renders as one line a user can act on (simonw/llm style).
+
+Errors at start-up end the program (``exit_code``); errors while serving a request become one HTTP body
+(``http_status``, ``kind``) built by ``error_body``, the same shape on every route: OpenAI's.
+"""
 from __future__ import annotations
+
+from typing import Any
 
 
 class ErnieChatError(Exception):
     """Base of every error the app reports to a person. ``str(err)`` is the whole message."""
 
     exit_code = 2
+    http_status = 500
+    kind = "server_error"
 
 
 class SettingsError(ErnieChatError):
@@ -40,5 +48,50 @@ class InsecureBindError(ErnieChatError):
     """Asked to listen beyond loopback without an auth token."""
 
 
-class PromptTooLongError(ErnieChatError):
-    """One message alone does not fit the model's context."""
+# ----- while serving a request ------------------------------------------------------------------------
+class BadRequestError(ErnieChatError):
+    """This request cannot be served as sent (shape, size, values); the caller must change it."""
+
+    http_status = 400
+    kind = "invalid_request_error"
+
+
+class PromptTooLongError(BadRequestError):
+    """The newest message alone leaves no room to answer in the model's context."""
+
+    def __init__(self, tokens: int, limit: int) -> None:
+        super().__init__(f"the last message is {tokens:,} tokens; the context holds {limit:,}")
+        self.tokens, self.limit = tokens, limit
+
+
+class RequestRefused(BadRequestError):
+    """The engine is fine but refused this one request (a remote server's 4xx)."""
+
+
+class EngineUnavailable(ErnieChatError):
+    """The engine cannot take a request now (loading, restarting, failed)."""
+
+    http_status = 503
+    kind = "unavailable"
+
+
+class EngineDied(EngineUnavailable):
+    """The engine died while answering; the host restarts it."""
+
+
+class AuthenticationError(ErnieChatError):
+    """A route that needs --auth-token was called without it (or with a wrong one)."""
+
+    http_status = 401
+    kind = "authentication_error"
+
+
+def error_body(err: ErnieChatError) -> dict[str, Any]:
+    """The one error body of every route and stream chunk."""
+    return {"error": {"message": str(err), "type": err.kind}}
+
+
+def one_line(err: BaseException) -> str:
+    """An exception from a library (vLLM, torch, httpx) as one line: its type and first line."""
+    text = str(err).strip().splitlines()
+    return f"{type(err).__name__}: {text[0] if text else ''}"[:500]

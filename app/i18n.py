@@ -16,11 +16,35 @@ STRINGS: dict[str, dict[str, str]] = {
         "engine_died": "The engine stopped unexpectedly ({detail}). It is restarting; your chat is kept. "
                        "Send your message again in a moment.",
         "refused": "The server refused this message: {detail}. Your chat is kept.",
-        "stopped": "Stopped.",
         "stats": "prompt {prompt} tokens · answer {tokens} tokens · first token {ttft:.2f} s · {tps:.1f} tokens/s",
         "settings_fixed": "Setting {name} = {value} is outside {low}..{high}; using {used}.",
         "status_title": "Status",
+        "regenerate": "Regenerate",
+        "too_many_waiting": "This chat already has {limit} answers running or waiting, so this message was not "
+                            "answered. It stays in the chat: edit it to send it again when one has finished.",
         "sanitized": "Control characters were removed from your message.",
+        # status panel
+        "panel_remote": "Remote vLLM server",
+        "panel_card": "Card",
+        "panel_profile": "Profile",
+        "panel_engine": "Engine",
+        "panel_context": "Context",
+        "panel_context_value": "{tokens} tokens",
+        "panel_restarts": "Restarts",
+        "panel_gpu_memory": "GPU memory (after load / peak / now)",
+        "start_progress": "{bar} step {step} of {steps} · {seconds:.0f} s",
+        # chat settings panel
+        "setting_system_prompt": "System prompt",
+        "setting_temperature": "Temperature",
+        "setting_top_p": "top_p",
+        "setting_max_tokens": "Max answer tokens",
+        # starters: (label, message)
+        "starter_quantum_label": "Quantum entanglement in 3 sentences",
+        "starter_quantum": "请用三句话解释量子纠缠，要求通俗易懂",
+        "starter_poem_label": "A short poem about the sea",
+        "starter_poem": "Write a short poem about the sea.",
+        "starter_kv_label": "What is a KV cache?",
+        "starter_kv": "Explain in simple words what the KV cache of a language model is.",
     },
     "zh": {
         "empty": "消息为空。请输入问题后再发送。",
@@ -33,11 +57,31 @@ STRINGS: dict[str, dict[str, str]] = {
         "failed": "模型无法启动：{detail}。对话已保留；详情见日志文件。",
         "engine_died": "推理引擎意外停止（{detail}），正在重启；对话已保留。请稍后重新发送。",
         "refused": "服务器拒绝了这条消息：{detail}。对话已保留。",
-        "stopped": "已停止。",
         "stats": "提示 {prompt} 个 token · 回答 {tokens} 个 token · 首 token {ttft:.2f} 秒 · {tps:.1f} token/秒",
         "settings_fixed": "设置 {name} = {value} 超出范围 {low}..{high}；已使用 {used}。",
         "status_title": "状态",
+        "regenerate": "重新生成",
+        "too_many_waiting": "本对话已有 {limit} 个回答正在生成或排队，这条消息未被回答。它仍保留在对话中：待其中一个完成后，可编辑它重新发送。",
         "sanitized": "已移除消息中的控制字符。",
+        "panel_remote": "远程 vLLM 服务",
+        "panel_card": "显卡",
+        "panel_profile": "配置",
+        "panel_engine": "引擎",
+        "panel_context": "上下文",
+        "panel_context_value": "{tokens} 个 token",
+        "panel_restarts": "重启次数",
+        "panel_gpu_memory": "显存（加载后 / 峰值 / 当前）",
+        "start_progress": "{bar} 第 {step}/{steps} 步 · {seconds:.0f} 秒",
+        "setting_system_prompt": "系统提示词",
+        "setting_temperature": "温度 temperature",
+        "setting_top_p": "top_p",
+        "setting_max_tokens": "最大生成长度 (token)",
+        "starter_quantum_label": "量子纠缠，三句话",
+        "starter_quantum": "请用三句话解释量子纠缠，要求通俗易懂",
+        "starter_poem_label": "写一首关于大海的短诗",
+        "starter_poem": "写一首关于大海的短诗",
+        "starter_kv_label": "解释什么是 KV 缓存",
+        "starter_kv": "用简单的话解释大语言模型的 KV 缓存。",
     },
 }
 
@@ -45,6 +89,9 @@ STRINGS: dict[str, dict[str, str]] = {
 def lang_of(language: str | None) -> str:
     """Chainlit reports the browser language, e.g. 'zh-CN' or 'en-US'."""
     return "zh" if (language or "").lower().startswith("zh") else "en"
+
+
+STARTERS = ("quantum", "poem", "kv")  # the starter prompts, each a "starter_<name>" and its "_label"
 
 
 def t(language: str | None, key: str, **values) -> str:

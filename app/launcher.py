@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import socket
 import sys
 from pathlib import Path
@@ -16,10 +15,10 @@ from typing import Optional, Sequence
 from app.cli import Command, parse_command
 from app.errors import ErnieChatError, InsecureBindError, PortInUseError
 from app.hardware import GIB, detect_vllm_build, parse_assumed_gpu, probe_gpus
-from app.profiles import CpuFacts, EnginePlan, ModelShape, plan_engine
+from app.model_source import check_model_setting, model_shape
+from app.profiles import CpuFacts, EnginePlan, plan_engine
 from app.settings import AppSettings
 
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
 log = logging.getLogger("ernie_chat")
 
 
@@ -32,14 +31,6 @@ def cpu_facts() -> CpuFacts:
 
     return CpuFacts(has_bf16=("avx512_bf16" in flags or "amx_bf16" in flags),
                     available_bytes=int(psutil.virtual_memory().available))
-
-
-def model_shape(settings: AppSettings) -> ModelShape:
-    """The local model's config when there is one; else ERNIE-4.5-0.3B's (before the first download)."""
-    config = Path(settings.model.model).expanduser() / "config.json"
-    if config.is_file():
-        return ModelShape.from_config(json.loads(config.read_text()))
-    return ModelShape()
 
 
 def make_plan(command: Command) -> EnginePlan:
@@ -61,7 +52,7 @@ def make_plan(command: Command) -> EnginePlan:
     elif not build.installed and command.action == "serve":
         raise ErnieChatError("vLLM is not installed: pip install -r requirements.txt (NVIDIA GPU) or "
                              "pip install -r requirements-cpu.txt (no GPU)")
-    return plan_engine(settings.engine, gpus, build, model_shape(settings), cpu_facts())
+    return plan_engine(settings.engine, gpus, build, model_shape(settings.model), cpu_facts())
 
 
 def print_plan(plan: EnginePlan, as_json: bool) -> None:
@@ -102,13 +93,22 @@ def ensure_safe_exposure(settings: AppSettings) -> None:
                             "really mean it")
 
 
-def serve(settings: AppSettings, plan: EnginePlan) -> int:
-    from app.app_factory import build_runtime, run_server
+def launched_at() -> float:
+    """When this process started: the moment the user pressed Enter, which every "ready in N s" counts from."""
+    import psutil
 
+    return psutil.Process().create_time()
+
+
+def serve(settings: AppSettings, plan: EnginePlan) -> int:
+    # Everything that can be known before start is checked here, so it is one line and exit 2, not a
+    # started server that fails later.
     ensure_safe_exposure(settings)
+    check_model_setting(settings.model)
     ensure_port_free(settings.server.host, settings.server.port)
-    runtime = build_runtime(settings, plan)
-    return run_server(runtime)
+    from app.serve import serve as run
+
+    return run(settings, plan, launched_at())
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

@@ -8,10 +8,13 @@ from __future__ import annotations
 import json
 import os
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional
 
+from app.engine import StartStep
 from app.errors import ModelNotFoundError
+from app.profiles import ModelShape
 from app.settings import ModelSettings
 
 # Only what vLLM needs to serve the model; skips the PaddlePaddle weights the hub repo also carries.
@@ -23,18 +26,48 @@ def is_offline(settings: ModelSettings, env: Optional[dict[str, str]] = None) ->
     return settings.offline or env.get("HF_HUB_OFFLINE", "0").lower() in ("1", "true", "yes")
 
 
-def resolve_model(settings: ModelSettings, progress: Callable[[str], None] = lambda _: None,
-                  patterns: Optional[list[str]] = None) -> str:
-    """Return a local directory holding the model (or the files matching ``patterns``), downloading first."""
+def check_model_setting(settings: ModelSettings) -> Optional[Path]:
+    """The local model directory --model names (None for a hub id); one line when it cannot be a model.
+
+    Called before the server starts, so a wrong path is one line and exit 2, not a started app that fails.
+    """
     local = Path(settings.model).expanduser()
     if local.is_dir():
         if not (local / "config.json").is_file():
-            raise ModelNotFoundError(f"model directory {local} has no config.json; point --model at the folder "
-                                     "with config.json and the .safetensors files")
-        return str(local.resolve())
+            raise ModelNotFoundError(f"invalid setting --model = {settings.model!r}: the directory has no "
+                                     "config.json; point it at the folder with config.json and the .safetensors "
+                                     "files, or at a hub id like baidu/ERNIE-4.5-0.3B-PT")
+        return local.resolve()
     if settings.model.startswith((".", "/", "~")) or settings.model.count("/") != 1:
-        raise ModelNotFoundError(f"model {settings.model!r} is neither a directory nor a hub id like "
-                                 "baidu/ERNIE-4.5-0.3B-PT")
+        raise ModelNotFoundError(f"invalid setting --model = {settings.model!r}: no such directory, and not a "
+                                 "hub id like baidu/ERNIE-4.5-0.3B-PT")
+    if is_offline(settings) and not _in_hub_cache(settings):
+        raise ModelNotFoundError(_offline_miss(settings.model))
+    return None
+
+
+def _in_hub_cache(settings: ModelSettings) -> bool:
+    from huggingface_hub import scan_cache_dir
+    from huggingface_hub.errors import CacheNotFound
+
+    cache = str(settings.download_dir) if settings.download_dir else None
+    try:
+        return any(repo.repo_id == settings.model for repo in scan_cache_dir(cache).repos)
+    except CacheNotFound:
+        return False
+
+
+def _offline_miss(model: str) -> str:
+    return (f"model {model} is not in the local cache and offline mode is on; download it once online "
+            f"(python launch.py --model {model}), or pass --model /path/to/model")
+
+
+def resolve_model(settings: ModelSettings, progress: Callable[[str], None] = lambda _: None,
+                  patterns: Optional[list[str]] = None) -> str:
+    """Return a local directory holding the model (or the files matching ``patterns``), downloading first."""
+    local = check_model_setting(settings)
+    if local is not None:
+        return str(local)
     from huggingface_hub import snapshot_download
     from huggingface_hub.errors import (GatedRepoError, LocalEntryNotFoundError, RepositoryNotFoundError)
 
@@ -46,9 +79,7 @@ def resolve_model(settings: ModelSettings, progress: Callable[[str], None] = lam
                                  tqdm_class=reporting_bar(f"downloading {settings.model}", progress))
     except LocalEntryNotFoundError:
         if offline:
-            raise ModelNotFoundError(
-                f"model {settings.model} is not in the local cache and offline mode is on; download it once "
-                f"online (python launch.py --model {settings.model}), or pass --model /path/to/model") from None
+            raise ModelNotFoundError(_offline_miss(settings.model)) from None
         raise ModelNotFoundError(f"cannot download {settings.model}: the hub is unreachable; check the network "
                                  "or proxy (HTTPS_PROXY), set HF_ENDPOINT for a mirror, or pass --model "
                                  "/path/to/model") from None
@@ -104,10 +135,43 @@ def describe_progress(done: float, total: Optional[float], unit: str) -> str:
     return text + (f" ({100 * done / total:.0f}%)" if total else "")
 
 
-def read_model_config(path: str) -> dict[str, Any]:
-    return json.loads((Path(path) / "config.json").read_text())
-
-
 def read_generation_defaults(path: str) -> dict[str, Any]:
     file = Path(path) / "generation_config.json"
     return json.loads(file.read_text()) if file.is_file() else {}
+
+
+def model_shape(settings: ModelSettings) -> ModelShape:
+    """The local model's shape when its config is here; else ERNIE-4.5-0.3B's (before the first download)."""
+    config = Path(settings.model).expanduser() / "config.json"
+    if not config.is_file():
+        return ModelShape()
+    try:
+        return ModelShape.from_config(json.loads(config.read_text()))
+    except (ValueError, KeyError, TypeError) as err:
+        raise ModelNotFoundError(f"invalid setting --model = {settings.model!r}: its config.json is not a "
+                                 f"language model's ({type(err).__name__}: {err}); point it at a Hugging Face "
+                                 "model folder such as baidu/ERNIE-4.5-0.3B-PT's") from None
+
+
+@dataclass
+class ModelFiles:
+    """Finds (or downloads) the model, then loads its tokenizer and generation defaults.
+
+    ``provide`` is EngineHost's model-path provider; the chat UI and /v1 read ``tokenizer`` and
+    ``generation_defaults`` once the engine is ready. With a remote engine only the tokenizer's files are
+    fetched (the chat template and context fitting run here).
+    """
+
+    settings: ModelSettings
+    patterns: Optional[list[str]] = None
+    tokenizer: Any = None
+    generation_defaults: dict[str, Any] = field(default_factory=dict)
+
+    def provide(self, progress: Callable[..., None]) -> str:
+        path = resolve_model(self.settings, progress, self.patterns)
+        progress("loading the tokenizer", StartStep.TOKENIZER)
+        from transformers import AutoTokenizer
+
+        self.tokenizer = AutoTokenizer.from_pretrained(path)
+        self.generation_defaults = read_generation_defaults(path)
+        return path

@@ -1,8 +1,8 @@
 """A vLLM server elsewhere as the engine: the same UI, queue, metrics and watchdog, over the OpenAI API.
 
 When one machine is not enough, run `vllm serve` on a GPU server and start ernie-chat with
-``--remote-url http://gpu-box:8000/v1``. ``EngineHost`` drives ``RemoteEngine`` exactly as it drives
-vLLM's ``AsyncLLM`` (generate / abort / check_health / shutdown), so nothing above it changes: the chat
+``--remote-url http://gpu-box:8000/v1``. ``RemoteEngine`` implements the engine protocol
+(app/engine_protocol.py) as ``VllmEngine`` does, so nothing above it changes: the chat
 template and context fitting stay here (only the tokenizer is fetched, not the weights), and prompts go
 to the server as token ids through ``/v1/completions``, which vLLM's server accepts. The result is the
 same prompt, token for token, as the local engine would see.
@@ -11,17 +11,17 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from types import SimpleNamespace
 from typing import Any, AsyncIterator, Optional
 
 import httpx
 
-from app.engine import RequestRefused
-from app.errors import RemoteServerError
+from app.engine_protocol import Delta
+from app.errors import EngineDied, RemoteServerError, RequestRefused
 from app.profiles import EnginePlan
 
 log = logging.getLogger("ernie_chat.remote")
 
+ASSUMED_CONTEXT = 4096  # for a server that does not report its max_model_len
 # Patterns of the tokenizer's files: with a remote engine this machine never needs the weights.
 TOKENIZER_PATTERNS = ["*.json", "*.model", "*.jinja", "*.txt", "tokenizer*"]
 
@@ -55,27 +55,26 @@ def pick_model(url: str, api_key: Optional[str], wanted: Optional[str], timeout:
 
 
 class RemoteEngine:
-    """The subset of vLLM's AsyncLLM that EngineHost uses, answered by a vLLM server."""
+    """The engine protocol, answered by a vLLM server."""
 
-    takes_plain_sampling = True  # a dict of sampling values: no vLLM import on a machine that only talks
-
-    def __init__(self, url: str, api_key: Optional[str], model: str, request_timeout: float = 600.0) -> None:
+    def __init__(self, url: str, api_key: Optional[str], model: str, max_model_len: int,
+                 request_timeout: float = 600.0) -> None:
         from openai import AsyncOpenAI
 
         self.model = model
+        self.max_model_len = max_model_len
         # No client retries: a failed request is reported at once and the watchdog reconnects.
         self._client = AsyncOpenAI(base_url=url, api_key=api_key or "none", max_retries=0, timeout=request_timeout)
         self._in_flight: set[str] = set()
-        self.errored = False
-        self.death_reason = "the remote vLLM server stopped answering"
+        self._dead: Optional[str] = None
 
-    async def generate(self, prompt: dict, sampling: dict[str, Any], request_id: str) -> AsyncIterator[Any]:
+    async def generate(self, token_ids: list[int], sampling: dict[str, Any], request_id: str) -> AsyncIterator[Delta]:
         import openai
 
         self._in_flight.add(request_id)
         try:
             stream = await self._client.completions.create(
-                model=self.model, prompt=prompt["prompt_token_ids"], stream=True,
+                model=self.model, prompt=token_ids, stream=True,
                 stream_options={"include_usage": True}, max_tokens=sampling.get("max_tokens"),
                 temperature=sampling.get("temperature"), top_p=sampling.get("top_p"), seed=sampling.get("seed"),
                 extra_headers={"X-Request-Id": request_id})
@@ -86,7 +85,7 @@ class RemoteEngine:
                     if chunk.usage is not None and last is not None:
                         # The exact count: the last piece gets whatever the per-chunk count missed.
                         rest = max(0, chunk.usage.completion_tokens - counted)
-                        yield _output(last.text, rest, True, last.finish_reason)
+                        yield Delta(last.text or "", rest, True, last.finish_reason)
                         last = None
                     if not chunk.choices:
                         continue
@@ -95,13 +94,12 @@ class RemoteEngine:
                         last = choice  # held back until the usage chunk gives the exact token count
                         continue
                     counted += 1  # vLLM streams one chunk per token for one request
-                    yield _output(choice.text, 1, False, None)
+                    yield Delta(choice.text or "", 1, False, None)
                 if last is not None:  # a server that sends no usage
-                    yield _output(last.text, 1, True, last.finish_reason)
+                    yield Delta(last.text or "", 1, True, last.finish_reason)
         except (openai.APIConnectionError, openai.InternalServerError) as err:
-            self.errored = True
-            self.death_reason = f"the remote vLLM server failed: {type(err).__name__}: {err}"
-            raise
+            self._dead = f"the remote vLLM server failed: {type(err).__name__}: {err}"
+            raise EngineDied(self._dead) from None
         except openai.APIError as err:  # a 4xx, or an error event in the stream: this request, not the
             # server (e.g. a server whose model's tokenizer differs from --model's gets unknown token ids)
             message = " ".join(str(getattr(err, "message", err)).split())[:300]
@@ -119,11 +117,13 @@ class RemoteEngine:
         try:
             await self._client.models.list(timeout=5)
         except Exception as err:
-            self.errored = True
-            self.death_reason = f"the remote vLLM server stopped answering ({type(err).__name__})"
+            self._dead = f"the remote vLLM server stopped answering ({type(err).__name__})"
             raise
 
-    def get_num_unfinished_requests(self) -> int:
+    def dead_reason(self) -> Optional[str]:
+        return self._dead
+
+    def unfinished_requests(self) -> int:
         return len(self._in_flight)
 
     def shutdown(self) -> None:
@@ -135,12 +135,6 @@ class RemoteEngine:
             pass
 
 
-def _output(text: str, tokens: int, finished: bool, reason: Optional[str]) -> SimpleNamespace:
-    """Shaped like vLLM's RequestOutput, as much as EngineHost reads of it."""
-    piece = SimpleNamespace(text=text or "", token_ids=[0] * tokens, finish_reason=reason)
-    return SimpleNamespace(outputs=[piece], finished=finished)
-
-
 def remote_engine_factory(url: str, api_key: Optional[str], wanted_model: Optional[str]):
     """An engine factory for EngineHost: check the server, take its context length, return the engine."""
 
@@ -150,11 +144,13 @@ def remote_engine_factory(url: str, api_key: Optional[str], wanted_model: Option
         mine = plan.engine_args.get("max_model_len")
         if server_len:
             # Chats are fitted to what the server accepts; a smaller --max-model-len of ours still applies.
-            plan.engine_args["max_model_len"] = min(int(server_len), int(mine)) if mine else int(server_len)
-        elif not mine:
-            plan.engine_args["max_model_len"] = 4096
-            log.warning("the server does not say its context length; assuming 4096 (set --max-model-len)")
-        log.info("remote engine: %s at %s (context %s tokens)", model["id"], url, plan.engine_args["max_model_len"])
-        return RemoteEngine(url, api_key, model["id"])
+            context = min(int(server_len), int(mine)) if mine else int(server_len)
+        else:
+            context = int(mine or ASSUMED_CONTEXT)
+            if not mine:
+                log.warning("the server does not say its context length; assuming %d (set --max-model-len)",
+                            ASSUMED_CONTEXT)
+        log.info("remote engine: %s at %s (context %s tokens)", model["id"], url, context)
+        return RemoteEngine(url, api_key, model["id"], context)
 
     return connect

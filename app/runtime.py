@@ -1,4 +1,4 @@
-"""The running app's parts in one object, built by launch.py and handed to the server and the chat UI.
+"""The running app's parts in one object (``build_runtime``), handed to the server and the chat UI.
 
 Chainlit loads its handler file itself (app/chainlit_app.py), so that file finds the runtime through
 ``current_runtime()``; it is set once, at start-up, by ``server.create_app`` (never at import).
@@ -7,14 +7,16 @@ from __future__ import annotations
 
 import asyncio
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
-from app.engine import EngineHost
-from app.hardware import GpuInfo
+from app.engine import EngineHost, EngineState, EngineStatus
+from app.engine_protocol import EngineFactory
+from app.hardware import GpuFaultWatch, GpuInfo, gpu_memory_used
+from app.model_source import ModelFiles
 from app.profiles import EnginePlan
 from app.settings import AppSettings
-from app.telemetry import AppMetrics
+from app.telemetry import AppMetrics, LogTail
 
 
 @dataclass
@@ -60,21 +62,53 @@ class Runtime:
     plan: EnginePlan
     host: EngineHost
     metrics: AppMetrics
-    tokenizer: Any = None  # transformers tokenizer, loaded with the model
-    generation_defaults: dict[str, Any] = field(default_factory=dict)
+    model: ModelFiles  # the tokenizer and generation defaults, loaded with the model
     gpu_memory: Optional[GpuMemoryWatch] = None
-    started_at: float = field(default_factory=time.time)
-    exit_code: int = 0
 
     @property
     def gpu(self) -> Optional[GpuInfo]:
         return self.plan.gpu
 
     @property
+    def tokenizer(self) -> Any:
+        return self.model.tokenizer
+
+    @property
+    def generation_defaults(self) -> dict[str, Any]:
+        return self.model.generation_defaults
+
+    @property
     def max_model_len(self) -> int:
-        # The engine's plan, not the one we started with: a retry after an out-of-memory start halves it,
-        # and chats must then be fitted to what the engine really accepts.
-        return int(self.host.plan.engine_args.get("max_model_len", 4096))
+        # What the running engine serves, not the first plan: a retry after an out-of-memory start halves
+        # it, a remote server may serve less, and chats must be fitted to what the engine really accepts.
+        return self.host.max_model_len
+
+
+def build_runtime(settings: AppSettings, plan: EnginePlan, engine_factory: EngineFactory,
+                  on_fatal: Callable[[str], None], launched_at: float) -> Runtime:
+    """Wire the parts: model files -> engine host (with its watchers) -> runtime. Starts nothing."""
+    from app.remote import TOKENIZER_PATTERNS
+
+    remote = plan.device == "remote"
+    model = ModelFiles(settings.model, TOKENIZER_PATTERNS if remote else None)
+    metrics = AppMetrics()
+    host = EngineHost(model.provide, plan, metrics, max_concurrent=settings.engine.max_concurrent_chats,
+                      engine_factory=engine_factory,
+                      # A remote server restarts on its own schedule (a vLLM start takes a minute or
+                      # more): keep reconnecting, with the same capped backoff, instead of giving up.
+                      max_restarts=None if remote else settings.engine.max_restarts,
+                      start_timeout=settings.engine.engine_start_timeout,
+                      gpu_fault_check=GpuFaultWatch(plan.gpu) if plan.gpu else None,
+                      log_tail=None if remote else LogTail(settings.server.log_file.resolve()),
+                      on_fatal=on_fatal, launched_at=launched_at)
+    watch = GpuMemoryWatch(lambda: gpu_memory_used(plan.gpu), gpu=str(plan.gpu.index)) if plan.gpu else None
+    if watch:
+        def note_after_load(status: EngineStatus) -> None:
+            if status.state is EngineState.READY and watch.after_load is None:
+                watch.after_load = watch.sample()
+
+        host.add_listener(note_after_load)
+    return Runtime(settings=settings, plan=plan, host=host, metrics=metrics, model=model, gpu_memory=watch)
 
 
 _CURRENT: list[Runtime] = []

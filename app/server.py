@@ -21,6 +21,7 @@ from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from starlette.middleware.base import BaseHTTPMiddleware
 
 from app.engine import EngineState
+from app.errors import AuthenticationError, error_body
 from app.runtime import Runtime, set_current_runtime
 
 log = logging.getLogger("ernie_chat.server")
@@ -58,9 +59,8 @@ def token_problem(request: Request) -> Optional[JSONResponse]:
     sent = request.headers.get("authorization", "")
     if sent.startswith("Bearer ") and hmac.compare_digest(sent[7:].encode(), token.get_secret_value().encode()):
         return None
-    return JSONResponse({"error": {"message": "missing or wrong bearer token (--auth-token)",
-                                   "type": "authentication_error"}}, status_code=401,
-                        headers={"WWW-Authenticate": "Bearer"})
+    err = AuthenticationError("missing or wrong bearer token (--auth-token)")
+    return JSONResponse(error_body(err), status_code=err.http_status, headers={"WWW-Authenticate": "Bearer"})
 
 
 class TokenMiddleware(BaseHTTPMiddleware):

@@ -13,10 +13,32 @@ from typing import Literal, Optional
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+PROJECT_ROOT = Path(__file__).resolve().parent.parent  # where .chainlit/ and chainlit.md live
 ENV_PREFIX = "ERNIE_CHAT_"
 DEFAULT_MODEL = "baidu/ERNIE-4.5-0.3B-PT"
-PROFILE_NAMES = ("auto", "cpu", "tutorial-a10", "tutorial-a100", "tutorial-v100")
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
+
+
+@dataclass(frozen=True)
+class Bound:
+    """The allowed range of one sampling value: the settings, the UI's sliders and /v1 all use it."""
+
+    low: float
+    high: float
+    integer: bool = False
+
+    def __str__(self) -> str:
+        return f"{self.low:g}..{self.high:g}"
+
+
+# The one definition of what a chat may ask for. Below 16 answer tokens a reply is useless (the context
+# fitting refuses rather than answer in three words); top_p below 0.05 is greedy decoding in disguise.
+SAMPLING_BOUNDS = {
+    "temperature": Bound(0.0, 2.0),
+    "top_p": Bound(0.05, 1.0),
+    "max_tokens": Bound(16, 32768, integer=True),
+}
+_T, _P, _N = (SAMPLING_BOUNDS[k] for k in ("temperature", "top_p", "max_tokens"))
 
 
 def _config(env_file: str | None = ".env") -> SettingsConfigDict:
@@ -118,11 +140,15 @@ class ChatSettings(BaseSettings):
     model_config = _config()
 
     system_prompt: str = Field("", max_length=20000, description="Default system prompt for new chats.")
-    temperature: float = Field(0.8, ge=0.0, le=2.0, description="Default sampling temperature.")
-    top_p: float = Field(0.8, gt=0.0, le=1.0, description="Default nucleus sampling top_p.")
-    max_tokens: int = Field(1024, ge=1, le=32768, description="Default answer length limit in tokens.")
+    temperature: float = Field(0.8, ge=_T.low, le=_T.high, description="Default sampling temperature "
+                               "(default: the model's generation_config, 0.8 for ERNIE).")
+    top_p: float = Field(0.8, ge=_P.low, le=_P.high, description="Default nucleus sampling top_p "
+                         "(default: the model's generation_config, 0.8 for ERNIE).")
+    max_tokens: int = Field(1024, ge=_N.low, le=_N.high, description="Default answer length limit in tokens.")
     max_message_chars: int = Field(200_000, ge=100, le=10_000_000, description="Longest message accepted, "
                                    "in characters; longer ones are refused with a message.")
+    max_request_messages: int = Field(1000, ge=2, le=100_000, description="Most messages one /v1 request "
+                                      "may carry; more is refused with a 400 (each costs tokenizer time).")
     stream_interval_ms: int = Field(50, ge=0, le=1000, description="Batch streamed text for this long before "
                                     "sending it to the page (one send per token freezes the browser).")
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import logging
+from enum import Enum
 import os
 import sys
 from pathlib import Path
@@ -15,7 +16,9 @@ from typing import Optional
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
-STATES = ("stopped", "loading", "warming", "ready", "restarting", "failed")
+# ``log.error(..., extra=FILE_ONLY)``: for the log file, not the terminal (where the same problem is
+# already told once, in one line, by the launcher).
+FILE_ONLY = {"console": False}
 
 
 class BarSafeHandler(logging.StreamHandler):
@@ -43,6 +46,7 @@ def setup_logging(log_file: Path, level: int = logging.INFO, vllm_console_level:
     file_handler.setFormatter(logging.Formatter(LOG_FORMAT))
     console = BarSafeHandler(sys.stderr)
     console.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s", "%H:%M:%S"))
+    console.addFilter(lambda record: getattr(record, "console", True))
     ours = logging.getLogger("ernie_chat")
     ours.setLevel(level)
     for handler in list(ours.handlers):
@@ -150,8 +154,8 @@ class AppMetrics:
                                      "several times a second while answering", ["gpu"], registry=r)
         self.gpu_memory_peak = Gauge("ernie_chat_gpu_memory_peak_bytes", "Highest GPU memory in use seen "
                                      "since start (NVML)", ["gpu"], registry=r)
-        self.set_engine_state("stopped")
 
-    def set_engine_state(self, state: str) -> None:
-        for name in STATES:
-            self.engine_state.labels(state=name).set(1 if name == state else 0)
+    def set_engine_state(self, state: Enum) -> None:
+        """1 for ``state``, 0 for every other member of its enum (EngineState), so each state has a series."""
+        for member in type(state):
+            self.engine_state.labels(state=member.value).set(1 if member is state else 0)

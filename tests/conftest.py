@@ -45,17 +45,17 @@ def engine_host(tiny_model_dir, caller_loop):
 
     from app.engine import EngineHost
     from app.hardware import VllmBuild
+    from app.vllm_engine import create_vllm_engine
     from app.profiles import ModelShape, plan_engine
     from app.settings import EngineSettings
     from app.telemetry import AppMetrics
     import json
 
-    os.environ.setdefault("VLLM_HOST_IP", "127.0.0.1")
     shape = ModelShape.from_config(json.loads((tiny_model_dir / "config.json").read_text()))
     plan = plan_engine(EngineSettings(max_model_len=1024, max_concurrent_chats=4), [],
                        VllmBuild(True, "0.29.0", "cpu"), shape)
     host = EngineHost(lambda progress: str(tiny_model_dir), plan, AppMetrics(), max_concurrent=4,
-                      health_interval=0.5)
+                      engine_factory=create_vllm_engine, health_interval=0.5)
 
     async def start():
         host.start_in_background()

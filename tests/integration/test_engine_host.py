@@ -5,8 +5,9 @@ import time
 import psutil
 import pytest
 
-from app.chat import encode_messages
-from app.engine import EngineDied, EngineState
+from app.conversation import ChatTemplate
+from app.engine import EngineState
+from app.errors import EngineDied
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -26,7 +27,7 @@ async def collect(host, ids, **sampling):
 def test_multi_turn_streamed_chat_uses_the_chat_template(engine_host, caller_loop):
     tok = engine_host.tokenizer
     first_q = "请用三句话解释量子纠缠，要求通俗易懂"
-    ids1 = encode_messages(tok, [{"role": "user", "content": first_q}])
+    ids1 = ChatTemplate(tok).encode([{"role": "user", "content": first_q}])
     answer1, n1 = run(caller_loop, collect(engine_host, ids1, max_tokens=24, ignore_eos=True))
     assert n1 == 24 and answer1
     history = [{"role": "user", "content": first_q}, {"role": "assistant", "content": answer1},
@@ -34,14 +35,14 @@ def test_multi_turn_streamed_chat_uses_the_chat_template(engine_host, caller_loo
     rendered = tok.apply_chat_template(history, tokenize=False, add_generation_prompt=True)
     assert rendered.startswith("<|begin_of_sentence|>User: " + first_q + "\nAssistant: ")
     assert "<|end_of_sentence|>User: 再说一遍\nAssistant: " in rendered
-    ids2 = encode_messages(tok, history)
+    ids2 = ChatTemplate(tok).encode(history)
     assert len(ids2) > len(ids1)
     answer2, n2 = run(caller_loop, collect(engine_host, ids2, max_tokens=16, ignore_eos=True))
     assert n2 == 16 and answer2
 
 
 def test_stop_aborts_the_engine_request(engine_host, caller_loop):
-    ids = encode_messages(engine_host.tokenizer, [{"role": "user", "content": "write a very long story"}])
+    ids = ChatTemplate(engine_host.tokenizer).encode([{"role": "user", "content": "write a very long story"}])
 
     async def start_then_stop():
         seen = 0
@@ -63,7 +64,7 @@ def test_stop_aborts_the_engine_request(engine_host, caller_loop):
 
 
 def test_rapid_stop_and_resend_leaves_nothing_running(engine_host, caller_loop):
-    ids = encode_messages(engine_host.tokenizer, [{"role": "user", "content": "again and again"}])
+    ids = ChatTemplate(engine_host.tokenizer).encode([{"role": "user", "content": "again and again"}])
 
     async def stop_resend():
         for _ in range(6):
@@ -82,7 +83,7 @@ def test_rapid_stop_and_resend_leaves_nothing_running(engine_host, caller_loop):
 
 def test_queue_at_limit_plus_three_drops_nothing(engine_host, caller_loop):
     limit = engine_host.gate.limit
-    ids = encode_messages(engine_host.tokenizer, [{"role": "user", "content": "hello"}])
+    ids = ChatTemplate(engine_host.tokenizer).encode([{"role": "user", "content": "hello"}])
     positions = {}
 
     async def one(i):
@@ -109,7 +110,7 @@ def test_queue_at_limit_plus_three_drops_nothing(engine_host, caller_loop):
 
 def test_killed_engine_core_is_reported_restarted_and_answers_again(engine_host, caller_loop):
     """Kill the engine core mid-answer: the answer errors, the host restarts it, the next answer works."""
-    ids = encode_messages(engine_host.tokenizer, [{"role": "user", "content": "tell me everything"}])
+    ids = ChatTemplate(engine_host.tokenizer).encode([{"role": "user", "content": "tell me everything"}])
     restarts_before = engine_host.status.restarts
 
     def engine_core_pids():

@@ -1,4 +1,5 @@
 """`python launch.py` as a user runs it: real Chainlit server, real CPU engine, tiny model."""
+import os
 import signal
 import socket
 import subprocess
@@ -86,15 +87,37 @@ def test_port_in_use_is_one_line(tiny_model_dir):
     assert "Traceback" not in r.stderr and r.stderr.strip().count("\n") == 0
 
 
-def test_missing_model_is_one_line_and_nonzero(tmp_path):
-    port = free_port()
-    r = subprocess.run([sys.executable, "launch.py", "--model", "nobody/no-such-model", "--offline", "--port",
-                        str(port), "--log-file", str(tmp_path / "llm.log")],
+@pytest.mark.parametrize("model, words", [
+    ("nobody/no-such-model", "not in the local cache and offline mode is on"),
+    ("/nonexistent/dir", "invalid setting --model = '/nonexistent/dir': no such directory"),
+])
+def test_a_model_that_is_not_there_is_one_line_before_anything_starts(tmp_path, model, words):
+    """Known before start, so told like a bad --port: one line on stderr, exit 2, no server, no log lines
+    (it once started the server, logged 7 lines and printed the error 4 times on stdout, exit 1)."""
+    r = subprocess.run([sys.executable, "launch.py", "--model", model, "--offline", "--port", str(free_port()),
+                        "--log-file", str(tmp_path / "llm.log")],
                        cwd=ROOT, capture_output=True, text=True, timeout=180,
-                       env={**__import__("os").environ, "HF_HOME": str(tmp_path / "hf")})
-    assert r.returncode == 1
-    lines = [line for line in r.stdout.splitlines() if line.startswith("error:")]
-    assert lines and "not in the local cache" in lines[0] and "offline" in lines[0]
+                       env={**os.environ, "HF_HOME": str(tmp_path / "hf")})
+    assert r.returncode == 2 and r.stdout == ""
+    assert r.stderr.startswith("error: ") and words in r.stderr and r.stderr.strip().count("\n") == 0
+    assert not (tmp_path / "llm.log").exists()  # nothing was started
+
+
+def test_a_start_that_fails_for_good_is_one_line_on_stderr(tiny_model_dir, tmp_path):
+    """Found only once the engine tries (here: an architecture vLLM does not know)."""
+    import json
+    import shutil
+
+    broken = tmp_path / "model"
+    shutil.copytree(tiny_model_dir, broken)
+    config = json.loads((broken / "config.json").read_text())
+    (broken / "config.json").write_text(json.dumps({**config, "architectures": ["NoSuchModelForCausalLM"]}))
+    r = subprocess.run([sys.executable, "launch.py", "--model", str(broken), "--port", str(free_port()),
+                        "--log-file", str(tmp_path / "llm.log")],
+                       cwd=ROOT, capture_output=True, text=True, timeout=240)
+    errors = [line for line in (r.stdout + r.stderr).splitlines() if "error" in line.lower()]
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert len(errors) == 1 and errors[0].startswith("error: ") and errors[0] in r.stderr, errors
     assert "Traceback" not in r.stdout + r.stderr
 
 

@@ -1,15 +1,15 @@
 """EngineHost's start: one retry with half the KV cache after an out-of-memory start, then one clear line.
 
-No GPU here, so the engine factory stands in for AsyncLLM and raises what vLLM/torch raise on a full card;
-everything else (the host's loop thread, warm-up through vLLM's SamplingParams, states, on_fatal) is real.
+No GPU here, so the engine factory stands in for vLLM's engine (the engine protocol) and raises what
+vLLM/torch raise on a full card; everything else (the host's loop thread, warm-up, states, on_fatal) is real.
 """
 from __future__ import annotations
 
 import asyncio
 import time
-from types import SimpleNamespace
 
 from app.engine import EngineHost, EngineState
+from app.engine_protocol import Delta
 from app.profiles import EnginePlan
 from app.telemetry import AppMetrics, LogTail
 
@@ -20,16 +20,25 @@ CUDA_OOM = RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 h
 
 
 class FakeEngine:
-    errored = False
+    """The engine protocol, answering "ok" at once."""
 
-    async def generate(self, prompt, params, request_id):
-        yield SimpleNamespace(finished=True, outputs=[SimpleNamespace(text="ok", token_ids=[5], finish_reason="length")])
+    def __init__(self, plan=PLAN):
+        self.max_model_len = plan.engine_args["max_model_len"]
+
+    async def generate(self, token_ids, sampling, request_id):
+        yield Delta("ok", 1, True, "length")
 
     async def check_health(self):
         return None
 
     async def abort(self, request_id):
         return None
+
+    def dead_reason(self):
+        return None
+
+    def unfinished_requests(self):
+        return 0
 
     def shutdown(self):
         pass
@@ -38,8 +47,7 @@ class FakeEngine:
 def start(factory, log_tail=None, details=None, plan=PLAN) -> tuple[EngineHost, list[str]]:
     fatal: list[str] = []
     host = EngineHost(lambda progress: "/models/ernie", plan, AppMetrics(), max_concurrent=2,
-                      engine_factory=factory, health_interval=60, log_tail=log_tail)
-    host.on_fatal = fatal.append
+                      engine_factory=factory, health_interval=60, log_tail=log_tail, on_fatal=fatal.append)
     if details is not None:  # what /readyz, the status panel and the bar show, in order
         host.add_listener(lambda status: details.append(status.detail))
 
@@ -61,7 +69,7 @@ def test_out_of_memory_at_start_retries_once_with_half_the_kv_cache():
         tried.append(plan.engine_args["kv_cache_memory_bytes"])
         if len(tried) == 1:
             raise CUDA_OOM
-        return FakeEngine()
+        return FakeEngine(plan)
 
     details: list[str] = []
     host, fatal = start(factory, details=details)
@@ -120,7 +128,7 @@ def test_root_cause_from_the_engine_process_log_triggers_the_retry(tmp_path):
             with open(log_file, "a") as f:
                 f.write(ENGINE_CORE_LOG)
             raise GENERIC
-        return FakeEngine()
+        return FakeEngine(plan)
 
     host, fatal = start(factory, LogTail(log_file))
     assert tried == [2 * GIB, GIB] and not fatal
@@ -158,17 +166,17 @@ def test_warm_up_samples_a_batch_of_eight_like_chats_do_before_ready():
     seen = {"calls": 0, "in_flight": 0, "most": 0, "params": []}
 
     class CountingEngine(FakeEngine):
-        async def generate(self, prompt, params, request_id):
+        async def generate(self, token_ids, sampling, request_id):
             seen["calls"] += 1
             seen["in_flight"] += 1
             seen["most"] = max(seen["most"], seen["in_flight"])
-            seen["params"].append((params.temperature, params.top_p))
+            seen["params"].append((sampling["temperature"], sampling["top_p"]))
             await asyncio.sleep(0.05)
             seen["in_flight"] -= 1
-            async for out in super().generate(prompt, params, request_id):
+            async for out in super().generate(token_ids, sampling, request_id):
                 yield out
 
-    host, fatal = start(lambda path, plan: CountingEngine())
+    host, fatal = start(lambda path, plan: CountingEngine(plan))
     assert host.status.ready_seconds is not None and not fatal
     assert seen["calls"] == 1 + 8 and seen["most"] == 8  # max_num_seqs 12: one request, then 8 at once
     assert all(t > 0 and p < 1 for t, p in seen["params"])  # sampled, so the top-p path runs
@@ -176,7 +184,9 @@ def test_warm_up_samples_a_batch_of_eight_like_chats_do_before_ready():
 
 def test_chats_are_fitted_to_the_context_of_the_plan_that_started():
     """After the retry halves max_model_len, the runtime must not fit chats to the first plan's length."""
+    from app.model_source import ModelFiles
     from app.runtime import Runtime
+    from app.settings import ModelSettings
 
     calls = []
 
@@ -184,10 +194,11 @@ def test_chats_are_fitted_to_the_context_of_the_plan_that_started():
         calls.append(plan)
         if len(calls) == 1:
             raise CUDA_OOM
-        return FakeEngine()
+        return FakeEngine(plan)
 
     host, fatal = start(factory)
-    runtime = Runtime(settings=None, plan=PLAN, host=host, metrics=AppMetrics())
+    runtime = Runtime(settings=None, plan=PLAN, host=host, metrics=AppMetrics(),
+                      model=ModelFiles(ModelSettings(model="/models/ernie")))
     assert runtime.max_model_len == 16384 == host.plan.engine_args["max_model_len"]
 
 
@@ -196,12 +207,12 @@ def test_cpu_warm_up_is_one_request():
     calls = []
 
     class CountingEngine(FakeEngine):
-        async def generate(self, prompt, params, request_id):
+        async def generate(self, token_ids, sampling, request_id):
             calls.append(request_id)
-            async for out in super().generate(prompt, params, request_id):
+            async for out in super().generate(token_ids, sampling, request_id):
                 yield out
 
     cpu = EnginePlan(profile="cpu", device="cpu", gpu=None, reasons={},
                      engine_args={"max_model_len": 4096, "max_num_seqs": 12})
-    host, fatal = start(lambda path, plan: CountingEngine(), plan=cpu)
+    host, fatal = start(lambda path, plan: CountingEngine(plan), plan=cpu)
     assert host.status.ready_seconds is not None and not fatal and len(calls) == 1

@@ -1,0 +1,53 @@
+"""What EngineHost may ask of an engine, and what an engine hands back: no vLLM type crosses this line.
+
+Two engines implement it: ``app/vllm_engine.py`` (vLLM's AsyncLLM in this process) and ``app/remote.py`` (a
+vLLM server's OpenAI API). EngineHost, the chat UI and /v1 see only ``Delta``s and the errors below, so a
+machine that only talks to a remote server never imports vLLM, and a new engine is one module.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, AsyncIterator, Callable, Optional, Protocol
+
+from app.errors import EngineDied, RequestRefused  # noqa: F401  (what generate() may raise)
+from app.profiles import EnginePlan
+
+
+@dataclass(frozen=True)
+class Delta:
+    """One streamed piece of an answer."""
+
+    text: str
+    new_tokens: int
+    finished: bool = False
+    finish_reason: Optional[str] = None
+
+
+class Engine(Protocol):
+    """An engine as EngineHost drives it. Every coroutine runs on the host's engine loop."""
+
+    max_model_len: int  # the context (prompt + answer, in tokens) this engine really serves
+
+    def generate(self, token_ids: list[int], sampling: dict[str, Any], request_id: str) -> AsyncIterator[Delta]:
+        """Stream the answer to a token-id prompt. ``sampling``: temperature, top_p, max_tokens, seed.
+
+        Raises EngineDied when the engine is gone, RequestRefused when only this request is refused."""
+        ...
+
+    async def abort(self, request_id: str) -> None: ...
+
+    async def check_health(self) -> None:
+        """Raise when the engine cannot answer."""
+        ...
+
+    def dead_reason(self) -> Optional[str]:
+        """None while the engine lives; why it died otherwise."""
+        ...
+
+    def unfinished_requests(self) -> int: ...
+
+    def shutdown(self) -> None: ...
+
+
+# Builds an engine for a model directory and a plan; runs on the engine loop (it may block for the load).
+EngineFactory = Callable[[str, EnginePlan], Engine]

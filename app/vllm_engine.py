@@ -1,0 +1,70 @@
+"""The engine protocol over vLLM's AsyncLLM: the only module that touches vLLM's types.
+
+SamplingParams and RequestOutput are translated here, so EngineHost, the UI and /v1 stay free of vLLM
+(and import nothing heavy before the server listens). Works with vLLM 0.26 (the lent H200) to 0.29.
+"""
+from __future__ import annotations
+
+import os
+from typing import Any, AsyncIterator, Optional
+
+from app.engine_protocol import Delta, EngineDied
+from app.errors import one_line
+from app.profiles import EnginePlan
+
+SERVED_MODEL_NAME = "ernie-chat"
+
+
+class VllmEngine:
+    """AsyncLLM behind the engine protocol."""
+
+    def __init__(self, llm: Any) -> None:
+        self._llm = llm
+        # What the engine accepts, which may differ from the plan when vLLM sized it itself.
+        self.max_model_len = int(llm.model_config.max_model_len)
+
+    async def generate(self, token_ids: list[int], sampling: dict[str, Any], request_id: str) -> AsyncIterator[Delta]:
+        from vllm import SamplingParams
+        from vllm.sampling_params import RequestOutputKind
+        from vllm.v1.engine.exceptions import EngineDeadError
+
+        params = SamplingParams(**sampling, output_kind=RequestOutputKind.DELTA)
+        try:
+            async for out in self._llm.generate({"prompt_token_ids": token_ids}, params, request_id):
+                piece = out.outputs[0]
+                yield Delta(piece.text, len(piece.token_ids), out.finished, piece.finish_reason)
+        except EngineDeadError as err:
+            raise EngineDied(one_line(err)) from err
+        except Exception as err:
+            if self._llm.errored:  # the engine process went away under this request
+                raise EngineDied(one_line(err)) from err
+            raise
+
+    async def abort(self, request_id: str) -> None:
+        await self._llm.abort(request_id)
+
+    async def check_health(self) -> None:
+        await self._llm.check_health()
+
+    def dead_reason(self) -> Optional[str]:
+        return "engine process died" if self._llm.errored else None
+
+    def unfinished_requests(self) -> int:
+        return self._llm.get_num_unfinished_requests()
+
+    def shutdown(self) -> None:
+        self._llm.shutdown()
+
+
+def create_vllm_engine(model_path: str, plan: EnginePlan) -> VllmEngine:
+    """Build AsyncLLM for the plan. Runs on the engine thread (it blocks for the whole model load)."""
+    # One machine: vLLM's processes talk over loopback, with no network lookup of our own address.
+    os.environ.setdefault("VLLM_HOST_IP", "127.0.0.1")
+    os.environ.update(plan.env)
+    for name, value in plan.env_defaults.items():
+        os.environ.setdefault(name, value)
+    from vllm.engine.arg_utils import AsyncEngineArgs
+    from vllm.v1.engine.async_llm import AsyncLLM
+
+    args = AsyncEngineArgs(model=model_path, served_model_name=[SERVED_MODEL_NAME], **plan.engine_args)
+    return VllmEngine(AsyncLLM.from_engine_args(args))
