@@ -5,7 +5,7 @@ import urllib.request
 
 import pytest
 
-from tests.helpers import LaunchedApp, get, running_app
+from tests.helpers import LaunchedApp, get, metric_value, running_app
 
 pytestmark = pytest.mark.timeout(600)
 TOKEN = "test-token-123"
@@ -57,7 +57,9 @@ def test_ui_requires_login_with_the_token(app_with_token):
     ({"messages": [{"role": "user", "content": "   "}]}, 400, "non-empty user message"),
     ({"messages": [{"role": "user", "content": "hi"}], "temperature": 9}, 400, "temperature"),
     ({"messages": [{"role": "user", "content": "hi"}], "top_p": 0}, 400, "top_p"),
-    ({"messages": [{"role": "user", "content": "x" * (1 << 20)}]}, 400, "too large"),
+    ({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 8}, 400, "max_tokens"),
+    ({"messages": [{"role": "user", "content": "x" * (1 << 20)}]}, 400, "characters in all"),
+    ({"messages": [{"role": "user", "content": "hi"}] * 1001}, 400, "at most 1000 per request"),
     ({"messages": [{"role": "user", "content": "量子 " * 3000}]}, 400, "context holds"),
     (b"{not json", 400, ""),
 ])
@@ -66,13 +68,47 @@ def test_bad_api_input_is_a_400_with_one_line(app_with_token, body, status, word
     assert code == status and words in answer["error"]["message"] and "\n" not in answer["error"]["message"]
 
 
-def test_api_answers_with_history_and_control_characters(app_with_token):
+def engine_counters(app):
+    text = get(app.url + "/metrics", headers={"Authorization": f"Bearer {TOKEN}"})[1]
+    return metric_value(text, "vllm:prompt_tokens_total"), metric_value(text, "vllm:generation_tokens_total")
+
+
+def test_api_usage_is_what_the_engine_counted(app_with_token):
+    """Control characters are cleaned, the history goes through the template, and the usage block reports
+    the tokens the engine itself counted (vLLM's own counters), not a number made up on our side."""
     body = {"messages": [{"role": "system", "content": "be brief"}, {"role": "user", "content": "hi\x00\x1b"},
                          {"role": "assistant", "content": "hello"}, {"role": "user", "content": "again \ud800"}],
-            "max_tokens": 8}
+            "max_tokens": 16}
+    prompt_before, generated_before = engine_counters(app_with_token)
     code, answer = post(app_with_token.url + "/v1/chat/completions", body, TOKEN)
-    assert code == 200 and answer["usage"]["completion_tokens"] == answer["usage"]["completion_tokens"] > 0
-    assert answer["usage"]["prompt_tokens"] > 10
+    prompt_after, generated_after = engine_counters(app_with_token)
+    assert code == 200, answer
+    assert answer["usage"]["prompt_tokens"] == prompt_after - prompt_before > 10
+    assert answer["usage"]["completion_tokens"] == generated_after - generated_before > 0
+
+
+def test_the_openai_client_streams_and_gets_usage(app_with_token):
+    """The API as the `openai` package speaks it: plain, streamed, and streamed with include_usage."""
+    from openai import OpenAI
+
+    client = OpenAI(base_url=app_with_token.url + "/v1", api_key=TOKEN, max_retries=0)
+    assert [m.id for m in client.models.list().data] == ["ernie-chat"]
+    messages = [{"role": "user", "content": "hello there"}]
+    plain = client.chat.completions.create(model="ernie-chat", messages=messages, max_tokens=16, seed=7)
+    assert plain.choices[0].message.role == "assistant" and plain.usage.completion_tokens > 0
+    assert plain.created > 0 and plain.model == "ernie-chat"
+    chunks = list(client.chat.completions.create(model="ernie-chat", messages=messages, max_tokens=16, seed=7,
+                                                 stream=True, stream_options={"include_usage": True}))
+    assert all(c.created > 0 and c.object == "chat.completion.chunk" for c in chunks)
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert chunks[-1].choices == [] and chunks[-1].usage.completion_tokens > 0
+    assert chunks[-1].usage.prompt_tokens == plain.usage.prompt_tokens
+    assert any(c.choices and c.choices[0].finish_reason for c in chunks)
+    # Same seed, same prompt: the streamed answer is the plain one.
+    assert text == plain.choices[0].message.content
+    without_usage = list(client.chat.completions.create(model="ernie-chat", messages=messages, max_tokens=16,
+                                                        stream=True))
+    assert all(c.usage is None for c in without_usage)
 
 
 def test_exposed_with_explicit_insecure_flag_starts(tiny_model_dir, tmp_path):

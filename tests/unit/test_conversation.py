@@ -112,3 +112,32 @@ def test_an_estimate_that_comes_up_short_still_fits():
     fitted = fit_to_context("", history, "question", 1000, 200, template)
     assert len(fitted.token_ids) + fitted.max_tokens <= 1000 and not fitted.shortened
     assert len(template.rendered) <= 4
+
+
+def test_new_chats_take_the_models_sampling_defaults_unless_the_user_set_ours():
+    from app.conversation import chat_defaults
+    from app.settings import ChatSettings
+
+    generation_config = {"temperature": 0.6, "top_p": 0.7}
+    assert chat_defaults(ChatSettings(_env_file=None), generation_config, 4096)["temperature"] == 0.6
+    mine = chat_defaults(ChatSettings(_env_file=None, temperature=0.2), generation_config, 4096)
+    assert mine["temperature"] == 0.2 and mine["top_p"] == 0.7
+    assert chat_defaults(ChatSettings(_env_file=None), {}, 1024)["max_tokens"] == 512  # half the context
+
+
+def test_one_definition_of_the_sampling_bounds():
+    """The settings, the sliders (app/chat.py), /v1 and the clamping all read SAMPLING_BOUNDS."""
+    from pydantic import ValidationError
+
+    from app.api import ChatRequest
+    from app.settings import SAMPLING_BOUNDS, ChatSettings
+
+    for name, bound in SAMPLING_BOUNDS.items():
+        below = bound.low - (1 if bound.integer else 0.01)
+        with pytest.raises(ValidationError):
+            ChatSettings(_env_file=None, **{name: below})
+        with pytest.raises(ValidationError):
+            ChatRequest(messages=[{"role": "user", "content": "hi"}], **{name: below})
+        ChatRequest(messages=[{"role": "user", "content": "hi"}], **{name: bound.low})
+        assert clamp_sampling({name: below}, {"temperature": 0.8, "top_p": 0.8, "max_tokens": 512},
+                              10**6).values[name] == bound.low
