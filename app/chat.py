@@ -34,6 +34,9 @@ STATUS_REFRESH_SECONDS = 1.0
 # What a message of ours is, kept in its metadata (saved with the chat): only answers go back into prompts.
 KIND_ANSWER, KIND_NOTICE = "answer", "notice"
 REGENERATE = "regenerate"
+# How often a growing answer is saved: after a crash (kill -9, power loss) the chat keeps the answer up to
+# the last save. Chainlit itself saves a streamed message only when it ends.
+SAVE_EVERY_SECONDS = 2.0
 
 
 def _language() -> str:
@@ -206,6 +209,7 @@ async def _stream_answer(rt: Runtime, language: str, token_ids: list[int], param
     pending: list[str] = []
     interval = rt.settings.chat.stream_interval_ms / 1000
     started = time.perf_counter()
+    last_save = started
     first_token_at: Optional[float] = None
     tokens = 0
     last_flush = 0.0
@@ -230,6 +234,9 @@ async def _stream_answer(rt: Runtime, language: str, token_ids: list[int], param
                 await asyncio.sleep(0.001)
                 pending.clear()
                 last_flush = now
+            if now - last_save >= SAVE_EVERY_SECONDS and parts:
+                last_save = now
+                await _save_so_far(reply, "".join(parts))
         if pending:
             await reply.stream_token("".join(pending))
     except asyncio.CancelledError:
@@ -258,6 +265,21 @@ async def _stream_answer(rt: Runtime, language: str, token_ids: list[int], param
         elif parts:
             # Stopped or cut off: the answer so far stays in the chat (and in the next prompt).
             await reply.update()
+
+
+async def _save_so_far(reply: cl.Message, text: str) -> None:
+    """Write the answer as far as it got to the chat history (when history is kept)."""
+    from chainlit.data import get_data_layer
+
+    data_layer = get_data_layer()
+    if data_layer is None:
+        return
+    step = reply.to_dict()
+    step["output"] = text
+    try:
+        await data_layer.update_step(step)
+    except Exception:  # the history layer counts and reports its own write errors; the answer goes on
+        log.debug("saving the answer so far failed", exc_info=True)
 
 
 async def _offer_regenerate(reply: cl.Message, language: str) -> None:

@@ -1,0 +1,129 @@
+"""Edit, regenerate, stop and closing the tab, driven in Chromium and checked on the engine's side.
+
+The prompt the engine got is read two ways: the answer's stats line on the page, and vLLM's own
+``vllm:prompt_tokens_total`` counter (the engine counts what it was sent, whatever the page says).
+"""
+import time
+
+import pytest
+
+from tests.e2e.test_chat_ui import STATS_EN, generated_tokens, running_requests, send, set_max_answer_tokens, wait_stats
+from tests.helpers import get, metric_value
+
+pytestmark = pytest.mark.timeout(300)
+
+
+def engine_prompt_tokens(app) -> float:
+    return metric_value(get(app.url + "/metrics")[1], "vllm:prompt_tokens_total")
+
+
+def user_messages(page):
+    return page.locator('[data-step-type="user_message"]')
+
+
+def edit_message(page, index: int, text: str) -> None:
+    message = user_messages(page).nth(index)
+    message.hover()
+    message.locator(".edit-message").click()
+    page.fill("#edit-chat-input", text)
+    page.click(".confirm-edit")
+
+
+def test_editing_a_message_drops_the_turns_after_it_from_the_prompt(page_for, served_app):
+    """Two turns, then edit the first: the model must see one turn (it once saw all three: 121 tokens)."""
+    page = page_for()
+    send(page, "What is the sea?")
+    first_prompt = int(wait_stats(page, 1)[0])
+    send(page, "And the sky?")
+    second_prompt = int(wait_stats(page, 2)[0])
+    assert second_prompt > first_prompt
+    before = engine_prompt_tokens(served_app)
+    edit_message(page, 0, "What is the sea?")
+    # The page now holds one question and one answer; the new answer's prompt is the first one again.
+    deadline = time.time() + 60
+    while time.time() < deadline and (user_messages(page).count() != 1 or not STATS_EN.findall(page.inner_text("body"))):
+        time.sleep(0.2)
+    edited_prompt = int(wait_stats(page, 1)[0])
+    assert user_messages(page).count() == 1
+    assert edited_prompt == first_prompt, (first_prompt, second_prompt, edited_prompt)
+    deadline = time.time() + 10
+    while engine_prompt_tokens(served_app) - before < edited_prompt and time.time() < deadline:
+        time.sleep(0.1)
+    assert engine_prompt_tokens(served_app) - before == edited_prompt  # what the engine was sent
+
+
+def test_regenerate_replaces_the_last_answer_in_the_chat_and_the_prompt(page_for, served_app):
+    page = page_for()
+    send(page, "Tell me about rivers.")
+    prompt = int(wait_stats(page, 1)[0])
+    send(page, "Shorter, please.")
+    second_prompt = int(wait_stats(page, 2)[0])
+    before = engine_prompt_tokens(served_app)
+    regenerate = page.get_by_role("button", name="Regenerate")
+    assert regenerate.count() == 1  # only the newest answer offers it
+    regenerate.click()
+    deadline = time.time() + 60
+    while time.time() < deadline and engine_prompt_tokens(served_app) == before:
+        time.sleep(0.2)
+    again = int(wait_stats(page, 2)[0])
+    # The old second answer is gone from the page and was not part of the new prompt.
+    assert again == second_prompt and engine_prompt_tokens(served_app) - before == second_prompt
+    assert len(STATS_EN.findall(page.inner_text("body"))) == 2 and user_messages(page).count() == 2
+    assert prompt < second_prompt
+
+
+def _generating(page, app, answers_before: int) -> bool:
+    """Wait until the engine works on the new answer; False if that answer ended by itself first."""
+    deadline = time.time() + 30
+    while time.time() < deadline:
+        if running_requests(app) >= 1:
+            return True
+        if len(STATS_EN.findall(page.inner_text("body"))) > answers_before:
+            return False
+        time.sleep(0.05)
+    return False
+
+
+def _assert_engine_stopped(app) -> None:
+    deadline = time.time() + 10
+    while running_requests(app) and time.time() < deadline:
+        time.sleep(0.1)
+    assert running_requests(app) == 0, "the engine kept generating"
+    tokens = generated_tokens(app)
+    time.sleep(1.0)
+    assert generated_tokens(app) - tokens < 50
+
+
+def test_stop_after_an_edit_stops_the_engine(page_for, served_app):
+    """Chainlit's edit path does not register the task Stop cancels; the app does."""
+    page = page_for()
+    set_max_answer_tokens(page, "End")
+    send(page, "Hello.")
+    wait_stats(page, 1)
+    for attempt in range(5):  # the random tiny model sometimes ends early on EOS
+        edit_message(page, 0, f"Write a very long story about ships, take {attempt}.")
+        time.sleep(0.3)  # the edit removes the old answer first
+        if _generating(page, served_app, 0):
+            page.locator("#stop-button").dispatch_event("click", timeout=5000)
+            break
+        wait_stats(page, 1)
+    else:
+        pytest.fail("no edited answer was still running to stop")
+    _assert_engine_stopped(served_app)
+    assert not STATS_EN.findall(page.inner_text("body")), "a stopped answer must not look finished"
+
+
+def test_closing_the_tab_stops_its_answer_in_the_engine(page_for, served_app):
+    """Nobody is left to read it: the engine request is aborted (20 such answers once ran to the end)."""
+    page = page_for()
+    set_max_answer_tokens(page, "End")
+    for attempt in range(5):
+        finished = len(STATS_EN.findall(page.inner_text("body")))
+        send(page, f"Write a very long story about the moon, part {attempt}.")
+        if _generating(page, served_app, finished):
+            break
+        wait_stats(page, finished + 1)
+    else:
+        pytest.fail("no answer was still running when the tab closed")
+    page.context.close()
+    _assert_engine_stopped(served_app)
