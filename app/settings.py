@@ -57,7 +57,7 @@ class ServerSettings(BaseSettings):
     root_path: str = Field("", description="URL prefix when served behind a reverse proxy, e.g. /chat "
                            "(see docs/deploy.md).")
     auth_token: Optional[SecretStr] = Field(None, description="Password for the UI login and Bearer token for "
-                                            "/metrics. Required when --host is not loopback.")
+                                            "/metrics and /v1. Required when --host is not loopback.")
     insecure_no_auth: bool = Field(False, description="Allow a non-loopback --host without --auth-token. "
                                    "Anyone who can reach the port can use the model.")
     log_file: Path = Field(Path("logs/llm.log"), description="Log file; 'Engine started.' is written here "
