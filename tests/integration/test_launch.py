@@ -125,3 +125,11 @@ def test_exposed_without_auth_is_refused(tiny_model_dir):
     r = subprocess.run([sys.executable, "launch.py", "--model", str(tiny_model_dir), "--host", "0.0.0.0",
                         "--port", str(free_port())], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert r.returncode == 2 and "--auth-token" in r.stderr and "--insecure-no-auth" in r.stderr
+
+
+def test_launch_exits_2_with_one_line_and_no_traceback():
+    result = subprocess.run([sys.executable, "launch.py", "--port", "0"], cwd=ROOT, capture_output=True,
+                            text=True, timeout=60)
+    assert result.returncode == 2
+    assert result.stderr.strip().count("\n") == 0 and "Traceback" not in result.stderr
+    assert result.stderr.startswith("error: invalid setting --port")

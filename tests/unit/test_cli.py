@@ -1,0 +1,59 @@
+"""The command line: env/.env/CLI precedence, one readable line per bad value, a flag for every field."""
+import pytest
+
+from app.cli import build_parser, load_settings, parse_command
+from app.errors import SettingsError
+from app.settings import SETTINGS_CLASSES
+
+
+def test_cli_beats_env_beats_dotenv(tmp_path, monkeypatch):
+    env_file = tmp_path / ".env"
+    env_file.write_text("ERNIE_CHAT_PORT=8100\nERNIE_CHAT_MAX_CONCURRENT_CHATS=3\nERNIE_CHAT_HOST=127.0.0.2\n")
+    monkeypatch.setenv("ERNIE_CHAT_PORT", "8200")
+    cmd = parse_command(["--max-concurrent-chats", "5"], env_file=str(env_file))
+    assert cmd.settings.server.port == 8200  # env over .env
+    assert cmd.settings.engine.max_concurrent_chats == 5  # flag over .env
+    assert cmd.settings.server.host == "127.0.0.2"  # .env over default
+
+
+@pytest.mark.parametrize("argv, field, allowed", [
+    (["--port", "70000"], "--port", "less than or equal to 65535"),
+    (["--port", "abc"], "--port", "valid integer"),
+    (["--gpu-memory-utilization", "1.5"], "--gpu-memory-utilization", "less than or equal to 1"),
+    (["--max-concurrent-chats", "0"], "--max-concurrent-chats", "greater than or equal to 1"),
+    (["--profile", "a100"], "--profile", "'auto', 'cpu', 'tutorial-a10'"),
+    (["--dtype", "fp4"], "--dtype", "'bfloat16'"),
+    (["--max-model-len", "10"], "--max-model-len", "greater than or equal to 256"),
+    (["--root-path", "chat"], "--root-path", "must start with '/'"),
+    (["--remote-url", "gpu-box:8000"], "--remote-url", "must be an http:// or https:// URL ending in /v1"),
+])
+def test_bad_values_name_field_value_and_range(argv, field, allowed):
+    with pytest.raises(SettingsError) as info:
+        parse_command(argv, env_file=None)
+    line = str(info.value)
+    assert "\n" not in line
+    assert field in line and repr(argv[1]) in line and allowed in line
+
+
+def test_bad_env_value_names_the_variable(monkeypatch):
+    monkeypatch.setenv("ERNIE_CHAT_TOP_P", "3")
+    with pytest.raises(SettingsError, match=r"--top-p \(ERNIE_CHAT_TOP_P\) = '3'"):
+        load_settings(env_file=None)
+
+
+def test_every_field_has_a_flag_with_its_description():
+    parser = build_parser()
+    flags = {option: action for action in parser._actions for option in action.option_strings}
+    fields = [(name, info) for cls in SETTINGS_CLASSES.values() for name, info in cls.model_fields.items()]
+    assert len(fields) > 20
+    for name, info in fields:
+        flag = "--" + name.replace("_", "-")
+        assert flag in flags, flag
+        assert info.description and flags[flag].help.startswith(info.description), flag
+        if info.annotation in (bool, bool | None):
+            assert "--no-" + name.replace("_", "-") in flags, flag
+
+
+def test_booleans_are_tri_state():
+    assert parse_command(["--no-enforce-eager"], env_file=None).settings.engine.enforce_eager is False
+    assert parse_command(["--enforce-eager"], env_file=None).settings.engine.enforce_eager is True
