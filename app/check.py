@@ -8,17 +8,24 @@ from pathlib import Path
 from typing import Optional
 
 from app.settings import AppSettings
+from app.telemetry import RUN_MARKER
 
 TIMEOUT_SECONDS = 3.0
 
 
 def last_error_line(log_file: Path) -> Optional[str]:
-    """The last ERROR line of the log, for 'why is it not ready?'."""
+    """The last ERROR line of the newest run in the log, for 'why is it not ready?'.
+
+    Only the newest run counts: an error of an earlier, unrelated run in the same file once showed up
+    as the reason a fresh start was still loading.
+    """
     try:
         lines = log_file.read_text(encoding="utf-8", errors="replace").splitlines()
     except OSError:
         return None
     for line in reversed(lines):
+        if RUN_MARKER in line:
+            return None
         if " ERROR " in line or line.startswith("error:"):
             return line.strip()
     return None

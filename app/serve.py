@@ -15,7 +15,7 @@ from app.profiles import EnginePlan
 from app.progress import StartProgressBar
 from app.runtime import Runtime, build_runtime
 from app.settings import PROJECT_ROOT, AppSettings
-from app.telemetry import setup_logging
+from app.telemetry import FILE_ONLY, RUN_MARKER, setup_logging
 
 log = logging.getLogger("ernie_chat")
 
@@ -35,6 +35,7 @@ def serve(settings: AppSettings, plan: EnginePlan, launched_at: float) -> int:
     # log file only (warnings still show). Elsewhere (log files, systemd) everything is logged as before.
     terminal_bar = sys.stderr.isatty()
     setup_logging(settings.server.log_file, vllm_console_level="WARNING" if terminal_bar else None)
+    log.info("%s (pid %d)", RUN_MARKER, os.getpid(), extra=FILE_ONLY)
     failure: list[ErnieChatError] = []
 
     def fatal(line: str) -> None:

@@ -19,6 +19,7 @@ LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 # ``log.error(..., extra=FILE_ONLY)``: for the log file, not the terminal (where the same problem is
 # already told once, in one line, by the launcher).
 FILE_ONLY = {"console": False}
+RUN_MARKER = "ernie-chat starts"  # the first line of each run, so `check` reads this run's errors only
 
 
 class BarSafeHandler(logging.StreamHandler):
