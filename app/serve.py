@@ -9,6 +9,7 @@ import os
 import secrets
 import signal
 import sys
+import threading
 
 from app.errors import ErnieChatError
 from app.profiles import EnginePlan
@@ -49,13 +50,49 @@ def serve(settings: AppSettings, plan: EnginePlan, launched_at: float) -> int:
     if terminal_bar:
         log.info("vLLM's full log: %s", settings.server.log_file.resolve())
         runtime.host.add_listener(StartProgressBar(sys.stderr))
+    if _should_open_browser(settings, terminal_bar):
+        runtime.host.add_listener(BrowserOpener(_public_url(settings)))
     server = uvicorn.Server(uvicorn.Config(create_app(runtime), host=settings.server.host, port=settings.server.port,
                                            log_level="warning", root_path=settings.server.root_path,
                                            timeout_graceful_shutdown=5))
+    _become_subreaper()
     _run_until_signal(server, runtime)
+    _reap_engine_processes()
+    _stop_resource_tracker()
     if failure:
         raise failure[0]
     return 0
+
+
+def _public_url(settings: AppSettings) -> str:
+    server = settings.server
+    host = "127.0.0.1" if server.host in ("0.0.0.0", "::") else server.host
+    return f"http://{host}:{server.port}{server.root_path}/"
+
+
+def _should_open_browser(settings: AppSettings, on_terminal: bool) -> bool:
+    """--open/--no-open; unset: a person at a desktop started it (a terminal, a display) for themselves."""
+    if settings.server.open is not None:
+        return settings.server.open
+    has_display = bool(os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")) or sys.platform == "darwin"
+    return on_terminal and has_display and settings.server.is_loopback
+
+
+class BrowserOpener:
+    """A status listener that opens the chat in the browser once, when the engine is first ready."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.opened = False
+
+    def __call__(self, status) -> None:
+        from app.engine import EngineState
+
+        if status.state is EngineState.READY and not self.opened:
+            self.opened = True
+            import webbrowser
+
+            threading.Thread(target=webbrowser.open, args=(self.url,), name="open-browser", daemon=True).start()
 
 
 def _engine_factory(settings: AppSettings, plan: EnginePlan):
@@ -71,8 +108,7 @@ def _engine_factory(settings: AppSettings, plan: EnginePlan):
 
 
 def _run_until_signal(server, runtime: Runtime) -> None:
-    settings = runtime.settings.server
-    url = f"http://{settings.host}:{settings.port}{settings.root_path}/"
+    url = _public_url(runtime.settings)
     log.info("ernie-chat UI at %s (profile %s; the model loads in the background)", url, runtime.plan.profile)
 
     # uvicorn shuts down gracefully on SIGINT/SIGTERM (our lifespan stops the engine), then re-raises the
@@ -84,4 +120,77 @@ def _run_until_signal(server, runtime: Runtime) -> None:
     try:
         server.run()
     except KeyboardInterrupt:
+        pass
+
+
+# Linux prctl option: orphaned descendants (vLLM's workers, when their engine process ends first) are
+# re-parented to this process instead of PID 1, so this process can reap them before it exits. Without it a
+# `VLLM::Worker <defunct>` was left behind after Ctrl-C where PID 1 does not reap (containers).
+_PR_SET_CHILD_SUBREAPER = 36
+
+
+def _become_subreaper() -> None:
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    except (OSError, AttributeError):  # not Linux: nothing to adopt
+        pass
+
+
+def _reap_engine_processes(timeout_s: float = 3.0) -> None:
+    """Exit only after every engine process is gone: wait for them (the engine's shutdown has asked them to
+    stop), kill what is left after ``timeout_s``, and reap the zombies."""
+    import time
+
+    import psutil
+
+    me = psutil.Process()
+    tracker = _resource_tracker_pid()  # multiprocessing's helper ends when we do; waiting for it would hang
+    deadline = time.monotonic() + timeout_s
+    while True:
+        left = [p for p in me.children(recursive=True) if p.pid != tracker]
+        _reap_zombies()
+        if not left:
+            return
+        if time.monotonic() >= deadline:
+            for process in left:
+                try:
+                    process.kill()
+                except psutil.NoSuchProcess:
+                    pass
+            psutil.wait_procs(left, timeout=2)
+            _reap_zombies()
+            log.warning("stopped %d engine process(es) that did not exit by themselves", len(left))
+            return
+        time.sleep(0.05)
+
+
+def _reap_zombies() -> None:
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+
+
+def _resource_tracker_pid() -> int:
+    try:
+        from multiprocessing import resource_tracker
+
+        return resource_tracker._resource_tracker._pid or -1
+    except (ImportError, AttributeError):
+        return -1
+
+
+def _stop_resource_tracker() -> None:
+    """End multiprocessing's resource tracker now, not after this process: it cleans up the shared memory
+    the engine processes left and says so, and that line once printed after the shell's prompt."""
+    try:
+        from multiprocessing import resource_tracker
+
+        resource_tracker._resource_tracker._stop()
+    except (ImportError, AttributeError, ChildProcessError, OSError):
         pass

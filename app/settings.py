@@ -60,6 +60,9 @@ class ServerSettings(BaseSettings):
                                             "/metrics and /v1. Required when --host is not loopback.")
     insecure_no_auth: bool = Field(False, description="Allow a non-loopback --host without --auth-token. "
                                    "Anyone who can reach the port can use the model.")
+    open: Optional[bool] = Field(None, description="Open the chat in your browser when "
+                                         "it is ready. Default: on when started from a terminal on a desktop "
+                                         "(a display is set) and serving on loopback.")
     log_file: Path = Field(Path("logs/llm.log"), description="Log file; 'Engine started.' is written here "
                            "when the model is ready.")
 

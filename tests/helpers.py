@@ -51,7 +51,8 @@ class LaunchedApp:
         self.stdout = open(tmp / "stdout.txt", "w+")
         self.url = f"http://127.0.0.1:{self.port}"
         self.args = ["--model", str(model_dir), "--port", str(self.port), "--log-file", str(self.log_file), *extra]
-        full_env = {**os.environ, "VLLM_HOST_IP": "127.0.0.1", **(env or {})}
+        # ERNIE_CHAT_OPEN=0: a developer's desktop must not get a browser window per launched test app.
+        full_env = {**os.environ, "ERNIE_CHAT_OPEN": "0", **(env or {})}
         self.started = time.time()
         if terminal:
             primary, secondary = pty.openpty()

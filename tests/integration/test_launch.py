@@ -23,8 +23,7 @@ def test_lifecycle_loading_ready_check_metrics_and_clean_exit(tiny_model_dir, tm
 
     app = LaunchedApp(tiny_model_dir, tmp_path, terminal=True)
     try:
-        http_after = app.wait_http(timeout=30)
-        assert http_after < 3.0, f"UI answered only after {http_after:.1f}s"
+        http_after = app.wait_http(timeout=30)  # how fast: bench/start_bench.py; here: that it answers while loading
         code, body = app.readyz()
         assert code == 503 and body["state"] in ("loading", "warming") and not body["ready"]
         assert 1 <= body["step"] <= body["steps"] == 4 and body["starting_seconds"] >= 0
@@ -64,12 +63,12 @@ def test_lifecycle_loading_ready_check_metrics_and_clean_exit(tiny_model_dir, tm
 
         children = app.descendants()
         assert children, "vLLM's engine process should be a child"
-        took = app.stop(signal.SIGINT)
+        app.stop(signal.SIGINT, timeout=60)
         assert app.proc.returncode == 0
-        assert took < 15, f"exit took {took:.1f}s"
-        time.sleep(1)
-        alive = [pid for pid in children if psutil.pid_exists(pid) and psutil.Process(pid).status() != "zombie"]
-        assert not alive, f"engine processes left behind: {alive}"
+        # Right at the parent's exit: every engine process is gone, not even a zombie left to PID 1.
+        alive = [pid for pid in children if psutil.pid_exists(pid)]
+        assert not alive, f"engine processes left behind: {[(p, psutil.Process(p).status()) for p in alive]}"
+        assert "leaked shared_memory" not in app.output() and "resource_tracker" not in app.output()
         gone_check = app.check()
         assert gone_check.returncode == 1 and "not running" in gone_check.stdout
     finally:
