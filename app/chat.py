@@ -335,6 +335,28 @@ async def _run_tracked(work: Coroutine[Any, Any, None]) -> None:
         running.discard(task)
 
 
+async def _open_chat(rt: Runtime, saved: dict[str, Any]) -> None:
+    """The settings panel (with this chat's saved values, else the defaults) and the status panel."""
+    defaults = chat_defaults(rt.settings.chat, rt.generation_defaults, rt.max_model_len)
+    initial = {**defaults, **{k: v for k, v in saved.items() if k in defaults}}
+    language = _language()
+    top_p, max_tokens = SAMPLING_BOUNDS["top_p"], SAMPLING_BOUNDS["max_tokens"]
+    temperature = SAMPLING_BOUNDS["temperature"]
+    settings = await cl.ChatSettings([
+        TextInput(id="system_prompt", label=t(language, "setting_system_prompt"),
+                  initial=initial["system_prompt"], multiline=True),
+        Slider(id="temperature", label=t(language, "setting_temperature"), initial=initial["temperature"],
+               min=temperature.low, max=temperature.high, step=0.05),
+        Slider(id="top_p", label=t(language, "setting_top_p"), initial=initial["top_p"],
+               min=top_p.low, max=top_p.high, step=0.05),
+        Slider(id="max_tokens", label=t(language, "setting_max_tokens"), initial=initial["max_tokens"],
+               min=max_tokens.low, max=_answer_cap(rt), step=max_tokens.low),
+    ]).send()
+    cl.user_session.set("chat_settings", settings)
+    # Runs in this chat's context, so it draws into this chat's panel; ends with the chat.
+    cl.user_session.set("status_task", asyncio.create_task(keep_status_fresh(rt)))
+
+
 def install() -> None:
     """Register the Chainlit handlers (called by app/chainlit_app.py)."""
     token = current_runtime().settings.server.auth_token
@@ -355,23 +377,13 @@ def install() -> None:
     async def on_chat_start() -> None:
         rt = current_runtime()
         rt.metrics.chats.inc()
-        defaults = chat_defaults(rt.settings.chat, rt.generation_defaults, rt.max_model_len)
-        language = _language()
-        top_p, max_tokens = SAMPLING_BOUNDS["top_p"], SAMPLING_BOUNDS["max_tokens"]
-        temperature = SAMPLING_BOUNDS["temperature"]
-        settings = await cl.ChatSettings([
-            TextInput(id="system_prompt", label=t(language, "setting_system_prompt"),
-                      initial=defaults["system_prompt"], multiline=True),
-            Slider(id="temperature", label=t(language, "setting_temperature"), initial=defaults["temperature"],
-                   min=temperature.low, max=temperature.high, step=0.05),
-            Slider(id="top_p", label=t(language, "setting_top_p"), initial=defaults["top_p"],
-                   min=top_p.low, max=top_p.high, step=0.05),
-            Slider(id="max_tokens", label=t(language, "setting_max_tokens"), initial=defaults["max_tokens"],
-                   min=max_tokens.low, max=_answer_cap(rt), step=max_tokens.low),
-        ]).send()
-        cl.user_session.set("chat_settings", settings)
-        # Runs in this chat's context, so it draws into this chat's panel; ends with the chat.
-        cl.user_session.set("status_task", asyncio.create_task(keep_status_fresh(rt)))
+        await _open_chat(rt, {})
+
+    @cl.on_chat_resume
+    async def on_chat_resume(thread: dict) -> None:
+        # Chainlit put the chat's saved messages back (the next prompt is built from them) and its saved
+        # session, whose chat_settings are this chat's system prompt, temperature, top_p and length.
+        await _open_chat(current_runtime(), cl.user_session.get("chat_settings") or {})
 
     @cl.on_chat_end
     async def on_chat_end() -> None:
@@ -385,6 +397,13 @@ def install() -> None:
     @cl.on_settings_update
     async def on_settings_update(settings: dict[str, Any]) -> None:
         cl.user_session.set("chat_settings", settings)
+        # Saved with the chat now, not only when the page closes (a crash would lose them).
+        from chainlit.data import get_data_layer
+
+        session = cl.context.session
+        data_layer = get_data_layer()
+        if data_layer is not None and session.has_first_interaction:
+            await data_layer.update_thread(session.thread_id, metadata=session.to_persistable())
 
     @cl.on_message
     async def on_message(message: cl.Message) -> None:
