@@ -32,10 +32,14 @@ def serve(settings: AppSettings, plan: EnginePlan, launched_at: float) -> int:
     if settings.server.auth_token is not None:
         # Chainlit signs its login sessions with this; a fresh one per start logs everyone out on restart.
         os.environ.setdefault("CHAINLIT_AUTH_SECRET", secrets.token_urlsafe(48))
-    # On a terminal, engine start gets a progress bar; vLLM's INFO lines would break it, so they go to the
-    # log file only (warnings still show). Elsewhere (log files, systemd) everything is logged as before.
+    # On a terminal, engine start gets a progress bar, and only what the user must act on: vLLM's INFO and
+    # WARNING lines (16 on a normal CPU start: Triton missing, NUMA, tcmalloc "for best performance", ...)
+    # go to the log file only; its errors still show. Elsewhere (log files, systemd) everything is logged.
     terminal_bar = sys.stderr.isatty()
-    setup_logging(settings.server.log_file, vllm_console_level="WARNING" if terminal_bar else None)
+    setup_logging(settings.server.log_file, vllm_console_level="ERROR" if terminal_bar else None)
+    if terminal_bar:
+        # torch's C++ warnings bypass logging (e.g. the CPU worker's "bound to these NUMA nodes" note).
+        os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "ERROR")
     log.info("%s (pid %d)", RUN_MARKER, os.getpid(), extra=FILE_ONLY)
     failure: list[ErnieChatError] = []
 
@@ -56,6 +60,7 @@ def serve(settings: AppSettings, plan: EnginePlan, launched_at: float) -> int:
                                            log_level="warning", root_path=settings.server.root_path,
                                            timeout_graceful_shutdown=5))
     _become_subreaper()
+    _quiet_resource_tracker()
     _run_until_signal(server, runtime)
     _reap_engine_processes()
     _stop_resource_tracker()
@@ -183,6 +188,14 @@ def _resource_tracker_pid() -> int:
         return resource_tracker._resource_tracker._pid or -1
     except (ImportError, AttributeError):
         return -1
+
+
+def _quiet_resource_tracker() -> None:
+    """vLLM's engine processes share a segment of shared memory that the one killed last at shutdown never
+    unlinks; multiprocessing's resource tracker (started later, from this process, with this process's -W
+    options) unlinks it, as it should, but warns "There appear to be 1 leaked shared_memory objects". The
+    cleanup stays; the warning, which tells the user nothing to do, goes."""
+    sys.warnoptions.append("ignore:resource_tracker:UserWarning")
 
 
 def _stop_resource_tracker() -> None:

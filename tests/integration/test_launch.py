@@ -52,8 +52,11 @@ def test_lifecycle_loading_ready_check_metrics_and_clean_exit(tiny_model_dir, tm
         terminal = app.output()
         assert "starting [3/4] loading the model into the engine" in terminal and "2/4 steps" in terminal
         assert "ready: ready in" in terminal and "4/4 steps" in terminal
-        # ... with vLLM's INFO lines kept off it, and in the log file instead, from its engine process too.
+        # ... with vLLM's INFO and WARNING lines kept off it (a quiet terminal: nothing there asks the user to
+        # act), and in the log file instead, from its engine process too.
         assert "Initializing a V1 LLM engine" not in terminal
+        noisy = [line for line in terminal.splitlines() if "WARNING" in line or "Warning" in line]
+        assert not noisy, noisy
         assert any("Initializing a V1 LLM engine" in line and "[EngineCore" in line for line in log_text.splitlines())
         code, metrics = get(app.url + "/metrics")
         assert code == 200 and "vllm:num_requests_running" in metrics
