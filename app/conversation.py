@@ -65,6 +65,9 @@ class ChatTemplate:
         """Tokens of each text alone, in one batch call (linear in the total length)."""
         if not texts:
             return []
+        backend = getattr(self._tokenizer, "backend_tokenizer", None)
+        if backend is not None:  # a fast tokenizer: skip transformers' per-text wrapping (a third of the time)
+            return [len(encoding.ids) for encoding in backend.encode_batch(texts, add_special_tokens=False)]
         return [len(ids) for ids in self._tokenizer(texts, add_special_tokens=False)["input_ids"]]
 
 
@@ -76,9 +79,10 @@ def fit_to_context(system_prompt: str, history: list[Message], user_text: str, m
                    max_tokens: int, template: ChatTemplate) -> FittedPrompt:
     """Render history + the new message with the chat template, leaving out the oldest turns to fit.
 
-    Linear in the size of the chat: every message is tokenized once, the turns to keep are counted from the
-    end, and the template renders only what is kept (a request of 1,000 turns once took 8.7 s when each
-    attempt re-rendered everything). Oldest turns leave in pairs (a question and its answer together).
+    Bounded by the context, not by the chat: messages are counted from the newest back, each tokenized once,
+    until the context is spent (older ones are never tokenized), and the template renders only what is kept
+    (a request of 1,000 turns once took 8.7 s when each attempt re-rendered everything). Oldest turns leave
+    in pairs (a question and its answer together).
     Raises PromptTooLongError when the new message alone (with the system prompt) leaves no room to answer.
     """
     system = [{"role": "system", "content": system_prompt}] if system_prompt.strip() else []
@@ -92,14 +96,11 @@ def fit_to_context(system_prompt: str, history: list[Message], user_text: str, m
     # newest turn: a small render, and the same template and roles as the rest of the chat.
     last = history[-2:]
     with_last = template.encode(system + last + new)
-    texts = template.count([m["content"] for m in history])
-    per_message = max(0, (len(with_last) - len(alone) - sum(texts[-len(last):])) // len(last))
-    costs = [n + per_message for n in texts]
-    suffix = [0] * (len(history) + 1)  # suffix[i]: the estimated tokens of history[i:]
-    for i in range(len(history) - 1, -1, -1):
-        suffix[i] = suffix[i + 1] + costs[i]
+    per_message = max(0, (len(with_last) - len(alone) - sum(template.count([m["content"] for m in last])))
+                      // len(last))
     budget = max_model_len - max_tokens - len(alone)
-    dropped = _fewest_to_drop(len(history), lambda d: suffix[d] <= budget)
+    suffix = _suffix_costs(history, template, per_message, budget)
+    dropped = _fewest_to_drop(len(history), lambda d: suffix[d] is not None and suffix[d] <= budget)
     while True:
         ids = template.encode(system + history[dropped:] + new)
         room = max_model_len - len(ids)
@@ -116,6 +117,22 @@ def _answer_budget(ids: list[int], dropped: int, max_model_len: int, max_tokens:
     if answer < min(MIN_ANSWER_TOKENS, max_tokens):
         raise PromptTooLongError(len(ids), max_model_len - MIN_ANSWER_TOKENS)
     return FittedPrompt(ids, dropped, answer, shortened=answer < max_tokens)
+
+
+def _suffix_costs(history: list[Message], template: ChatTemplate, per_message: int,
+                  enough: int) -> list[Optional[int]]:
+    """suffix[i]: the estimated tokens of history[i:], counted from the newest message back in growing
+    batches until more than ``enough``; older entries stay None (those messages cannot fit)."""
+    suffix: list[Optional[int]] = [None] * (len(history) + 1)
+    suffix[-1] = 0
+    end, batch = len(history), 32
+    while end > 0 and suffix[end] <= enough:  # type: ignore[operator]
+        start = max(0, end - batch)
+        counts = template.count([m["content"] for m in history[start:end]])
+        for i in range(end - 1, start - 1, -1):
+            suffix[i] = suffix[i + 1] + counts[i - start] + per_message  # type: ignore[operator]
+        end, batch = start, batch * 2
+    return suffix
 
 
 def _fewest_to_drop(length: int, fits: Callable[[int], bool]) -> int:

@@ -58,7 +58,9 @@ def serve(settings: AppSettings, plan: EnginePlan, launched_at: float) -> int:
         runtime.host.add_listener(BrowserOpener(_public_url(settings)))
     server = uvicorn.Server(uvicorn.Config(create_app(runtime), host=settings.server.host, port=settings.server.port,
                                            log_level="warning", root_path=settings.server.root_path,
-                                           timeout_graceful_shutdown=5))
+                                           # Open answers get 2 s to finish on a signal: with the
+                                           # engine's shutdown and reaping, the exit stays within 5 s.
+                                           timeout_graceful_shutdown=2))
     _become_subreaper()
     _quiet_resource_tracker()
     _run_until_signal(server, runtime)
@@ -143,7 +145,7 @@ def _become_subreaper() -> None:
         pass
 
 
-def _reap_engine_processes(timeout_s: float = 3.0) -> None:
+def _reap_engine_processes(timeout_s: float = 2.0) -> None:
     """Exit only after every engine process is gone: wait for them (the engine's shutdown has asked them to
     stop), kill what is left after ``timeout_s``, and reap the zombies."""
     import time

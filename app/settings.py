@@ -150,8 +150,8 @@ class ChatSettings(BaseSettings):
     max_tokens: int = Field(1024, ge=_N.low, le=_N.high, description="Default answer length limit in tokens.")
     max_message_chars: int = Field(200_000, ge=100, le=10_000_000, description="Longest message accepted, "
                                    "in characters; longer ones are refused with a message.")
-    max_request_messages: int = Field(1000, ge=2, le=100_000, description="Most messages one /v1 request "
-                                      "may carry; more is refused with a 400 (each costs tokenizer time).")
+    max_request_messages: int = Field(10_000, ge=2, le=1_000_000, description="Most messages one /v1 "
+                                      "request may carry; more is refused with a 400 before any is read.")
     stream_interval_ms: int = Field(50, ge=0, le=1000, description="Batch streamed text for this long before "
                                     "sending it to the page (one send per token freezes the browser).")
 

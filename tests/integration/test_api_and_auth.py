@@ -59,7 +59,7 @@ def test_ui_requires_login_with_the_token(app_with_token):
     ({"messages": [{"role": "user", "content": "hi"}], "top_p": 0}, 400, "top_p"),
     ({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 8}, 400, "max_tokens"),
     ({"messages": [{"role": "user", "content": "x" * (1 << 20)}]}, 400, "characters in all"),
-    ({"messages": [{"role": "user", "content": "hi"}] * 1001}, 400, "at most 1000 per request"),
+    ({"messages": [{"role": "user", "content": "hi"}] * 10001}, 400, "at most 10000 per request"),
     ({"messages": [{"role": "user", "content": "量子 " * 3000}]}, 400, "context holds"),
     (b"{not json", 400, ""),
 ])

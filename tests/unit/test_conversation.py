@@ -88,15 +88,18 @@ def test_a_small_answer_limit_is_not_mistaken_for_a_full_context():
 
 
 def test_fitting_a_huge_chat_renders_only_what_is_kept():
-    """Linear, not quadratic: 100,000 turns are tokenized once and the template renders a handful of
-    times, each time only the turns that fit (it once re-rendered everything per dropped pair: 8.7 s
-    for 1,000 turns, minutes for 100,000)."""
+    """Bounded by the context: of 100,000 turns only the newest are tokenized, and the template renders a
+    handful of times, each time only the turns that fit (it once re-rendered everything per dropped pair:
+    8.7 s for 1,000 turns, minutes for 100,000)."""
     history = []
     for i in range(50_000):
         history += [{"role": "user", "content": f"question {i}"}, {"role": "assistant", "content": f"answer {i}"}]
     template = CharTemplate()
+    counted = []
+    template.count = lambda texts: counted.extend(texts) or [len(t) for t in texts]
     fitted = fit_to_context("sys", history, "last question", 4096, 512, template)
     assert len(template.rendered) <= 3, template.rendered
+    assert len(counted) < 1000  # only the newest messages are ever tokenized, not all 100,000
     assert max(template.rendered) < 4096 // 8  # never more messages than can fit the context
     assert fitted.dropped_messages % 2 == 0 and len(fitted.token_ids) + 512 <= 4096
     assert len(fitted.token_ids) > 4096 - 512 - 40  # and it keeps as much as fits
