@@ -5,6 +5,7 @@ SamplingParams and RequestOutput are translated here, so EngineHost, the UI and 
 """
 from __future__ import annotations
 
+import inspect
 import os
 from typing import Any, AsyncIterator, Optional
 
@@ -13,6 +14,7 @@ from app.errors import one_line
 from app.profiles import EnginePlan
 
 SERVED_MODEL_NAME = "ernie-chat"
+SHUTDOWN_GRACE_SECONDS = 1.0  # then vLLM kills its engine processes (the app reaps what is left)
 
 
 class VllmEngine:
@@ -53,7 +55,12 @@ class VllmEngine:
         return self._llm.get_num_unfinished_requests()
 
     def shutdown(self) -> None:
-        self._llm.shutdown()
+        # vLLM waits 5 s by default for its engine process, whose CPU worker does not exit by itself, then
+        # kills it anyway: that made Ctrl-C take 8-9 s. vLLM 0.29 takes the grace period as an argument.
+        if "timeout" in inspect.signature(self._llm.shutdown).parameters:
+            self._llm.shutdown(timeout=SHUTDOWN_GRACE_SECONDS)
+        else:
+            self._llm.shutdown()
 
 
 def create_vllm_engine(model_path: str, plan: EnginePlan) -> VllmEngine:
