@@ -55,7 +55,7 @@ def build_router() -> APIRouter:
         rt: Runtime = request.app.state.runtime
         try:
             body = ChatRequest.model_validate(await request.json())
-        except (ValidationError, ValueError) as err:
+        except (ValidationError, ValueError, RecursionError) as err:  # deep JSON nesting: issue 16
             first = err.errors()[0] if isinstance(err, ValidationError) else {"loc": ("body",), "msg": str(err)}
             return error(400, f"{'.'.join(str(x) for x in first['loc'])}: {first['msg']}")
         if not rt.host.ready:
