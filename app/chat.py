@@ -17,6 +17,7 @@ from chainlit.input_widget import Slider, TextInput
 from app.conversation import PromptTooLong, clamp_sampling, clean_message, fit_to_context, stats_line_values
 from app.engine import START_STEPS, EngineDied, EngineState, EngineStatus, EngineUnavailable, RequestRefused
 from app.i18n import lang_of, t
+from app.login_guard import new_login_id
 from app.runtime import Runtime, current_runtime
 
 log = logging.getLogger("ernie_chat.chat")
@@ -262,7 +263,7 @@ def install() -> None:
         @cl.password_auth_callback
         async def check_password(username: str, password: str) -> Optional[cl.User]:
             if hmac.compare_digest(password.encode(), token.get_secret_value().encode()):
-                return cl.User(identifier=username or "user", metadata={"provider": "token"})
+                return cl.User(identifier=username or "user", metadata={"provider": "token", "login": new_login_id()})
             return None
 
     @cl.set_starters

@@ -196,3 +196,11 @@ def install(app, server_settings) -> None:
     config.project.user_session_timeout = server_settings.login_lifetime
     app.add_middleware(LoginGuard, failures=FailedLogins(), revoked=RevokedTokens(server_settings.login_lifetime),
                        root_path=server_settings.root_path)
+
+
+def new_login_id() -> str:
+    """A nonce for each login's token: Chainlit's token holds only the user and the second it was made, so
+    two logins in one second were the same token, and a logout ended both (seen in the tests)."""
+    import secrets
+
+    return secrets.token_hex(8)

@@ -69,21 +69,23 @@ ERROR_LOGGER = "ernie_chat.unhandled"
 
 
 def also_to_file(logger: logging.Logger, file_handler: logging.Handler) -> None:
-    """Add the file to a library's logger without taking its lines off the terminal."""
-    for handler in list(logger.handlers):
-        if getattr(handler, "_ernie_chat_file", False):
-            logger.removeHandler(handler)
-    file_handler._ernie_chat_file = True  # type: ignore[attr-defined]
-    has_own = any(not getattr(h, "_ernie_chat_file", False) for h in logger.handlers)
-    logger.addHandler(file_handler)
-    if not has_own and logger.propagate:
-        # A logger with no handler of its own reached stderr through logging's last resort; a handler
+    """Add the file to a library's logger without taking its lines off the terminal (idempotent)."""
+    previous = getattr(logger, "_ernie_chat_added", [])
+    for handler in previous:
+        logger.removeHandler(handler)
+    if previous:
+        logger.propagate = True
+    added = [file_handler]
+    if not logger.handlers and logger.propagate:
+        # With no handler of its own the logger reached stderr through logging's last resort; a handler
         # here would end that, so keep a stderr one for warnings and errors.
         console = logging.StreamHandler(sys.stderr)
         console.setLevel(logging.WARNING)
-        console._ernie_chat_file = True  # type: ignore[attr-defined]  (ours: replaced on the next setup)
-        logger.addHandler(console)
+        added.append(console)
         logger.propagate = False
+    for handler in added:
+        logger.addHandler(handler)
+    logger._ernie_chat_added = added  # type: ignore[attr-defined]
 
 
 class ErrorLogMiddleware:

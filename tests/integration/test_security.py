@@ -2,6 +2,7 @@
 every error in the log file, and a page on another port of the same host that holds the user's cookie."""
 import itertools
 import json
+import math
 import select
 import socket
 import subprocess
@@ -48,13 +49,27 @@ def login(url, password, client_ip=None):
         return err.code, [], dict(err.headers)
 
 
+def login_when_allowed(url, password):
+    """Log in, waiting out a rate-limit delay another test left behind."""
+    status, set_cookies, headers = login(url, password)
+    if status == 429:
+        time.sleep(int(headers["retry-after"]) + 0.2)
+        status, set_cookies, headers = login(url, password)
+    return status, set_cookies, headers
+
+
 def cookie_of(set_cookies):
     return next(c.split(";", 1)[0] for c in set_cookies if c.startswith("access_token="))
 
 
 def test_failed_logins_slow_down_and_then_the_right_token_works(app):
+    started = time.time()
     codes = [login(app.url, "wrong")[0] for _ in range(40)]
-    assert codes[:5] == [401] * 5 and codes[5:] == [429] * 35  # issue 16: 2,000 guesses ran in 3.4 s
+    checked = codes.count(401)
+    # Issue 16: 2,000 guesses ran in 3.4 s. Now 5 are checked, then one more per doubling wait (1 s, 2 s,
+    # 4 s ...) that has passed: on a busy machine a request can take longer than the first waits.
+    assert codes[:5] == [401] * 5 and set(codes) == {401, 429}
+    assert checked <= 5 + math.log2(time.time() - started + 1) + 1, codes
     status, _, headers = login(app.url, TOKEN)
     assert status == 429 and int(headers["retry-after"]) >= 1  # even the right token waits its turn
     time.sleep(int(headers["retry-after"]) + 0.2)
@@ -62,7 +77,7 @@ def test_failed_logins_slow_down_and_then_the_right_token_works(app):
 
 
 def test_logout_ends_the_session_and_the_login_has_the_set_lifetime(app):
-    status, set_cookies, _ = login(app.url, TOKEN)
+    status, set_cookies, _ = login_when_allowed(app.url, TOKEN)
     assert status == 200
     assert any(f"Max-Age={LIFETIME}" in c for c in set_cookies), set_cookies
     cookie = {"Cookie": cookie_of(set_cookies)}
@@ -71,6 +86,12 @@ def test_logout_ends_the_session_and_the_login_has_the_set_lifetime(app):
     with urllib.request.urlopen(request, timeout=10) as r:
         assert r.status == 200
     assert get(app.url + "/user", headers=cookie)[0] == 401  # the old cookie no longer works
+    # Two logins at once (two devices) are two sessions: ending one leaves the other.
+    first, second = (cookie_of(login_when_allowed(app.url, TOKEN)[1]) for _ in range(2))
+    request = urllib.request.Request(app.url + "/logout", data=b"", headers={"Cookie": first}, method="POST")
+    urllib.request.urlopen(request, timeout=10).close()
+    assert get(app.url + "/user", headers={"Cookie": first})[0] == 401
+    assert get(app.url + "/user", headers={"Cookie": second})[0] == 200
 
 
 def test_short_token_is_refused_at_start(tiny_model_dir):
@@ -131,7 +152,7 @@ def test_deeply_nested_json_is_a_one_line_400(app):
 
 
 def test_chainlit_errors_and_500s_reach_the_log_file(app):
-    status, set_cookies, _ = login(app.url, TOKEN)
+    status, set_cookies, _ = login_when_allowed(app.url, TOKEN)
     cookie = cookie_of(set_cookies)
     request = urllib.request.Request(app.url + "/project/element", method="PUT", data=b'{"sessionId": "nope", '
                                      b'"element": {}}', headers={"Content-Type": "application/json", "Cookie": cookie})
