@@ -21,7 +21,7 @@ LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
 MIN_TOKEN_CHARS = 16
 
 
-def token_problem(token: str) -> None:
+def require_strong_token(token: str) -> None:
     """Raise ValueError (without the token in it) when the token is too weak to guard the app."""
     if len(token) < MIN_TOKEN_CHARS:
         import secrets
@@ -84,14 +84,14 @@ class ServerSettings(BaseSettings):
     @classmethod
     def _strong_token(cls, value: Optional[SecretStr]) -> Optional[SecretStr]:
         if value is not None:
-            token_problem(value.get_secret_value())
+            require_strong_token(value.get_secret_value())
         return value
 
     @field_validator("auth_token_file")
     @classmethod
     def _readable_token_file(cls, value: Optional[Path]) -> Optional[Path]:
         if value is not None:
-            token_problem(read_token_file(value))
+            require_strong_token(read_token_file(value))
         return value
 
     @model_validator(mode="after")
