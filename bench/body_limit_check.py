@@ -32,7 +32,7 @@ def send(port: int, size: int, chunked: bool) -> str:
     head_json, tail_json = b'{"messages": [{"role": "user", "content": "', b'"}]}'
     filler = size - len(head_json) - len(tail_json)
     sock = socket.create_connection(("127.0.0.1", port), timeout=300)
-    headers = [f"POST /v1/chat/completions HTTP/1.1", f"Host: 127.0.0.1:{port}", "Content-Type: application/json",
+    headers = ["POST /v1/chat/completions HTTP/1.1", f"Host: 127.0.0.1:{port}", "Content-Type: application/json",
                "Transfer-Encoding: chunked" if chunked else f"Content-Length: {size}", "", ""]
     sock.sendall("\r\n".join(headers).encode())
     piece = b"x" * MB

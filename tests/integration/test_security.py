@@ -152,7 +152,7 @@ def test_deeply_nested_json_is_a_one_line_400(app):
 
 
 def test_chainlit_errors_and_500s_reach_the_log_file(app):
-    status, set_cookies, _ = login_when_allowed(app.url, TOKEN)
+    _, set_cookies, _ = login_when_allowed(app.url, TOKEN)
     cookie = cookie_of(set_cookies)
     request = urllib.request.Request(app.url + "/project/element", method="PUT", data=b'{"sessionId": "nope", '
                                      b'"element": {}}', headers={"Content-Type": "application/json", "Cookie": cookie})

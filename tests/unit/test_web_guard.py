@@ -114,7 +114,7 @@ def test_chunked_body_stops_at_the_limit():
 
 
 def test_small_body_passes_with_the_content_security_policy():
-    sent, read, _ = run_guarded([b"x" * 400, b"y" * 400])
+    sent, _, _ = run_guarded([b"x" * 400, b"y" * 400])
     assert sent[0]["status"] == 200
     assert (b"content-security-policy", CONTENT_SECURITY_POLICY.encode()) in sent[0]["headers"]
     assert "img-src 'self' data:" in CONTENT_SECURITY_POLICY
