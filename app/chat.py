@@ -25,6 +25,8 @@ from app.conversation import (ChatTemplate, Message, chat_defaults, clamp_sampli
 from app.engine import START_STEPS, EngineState, EngineStatus
 from app.errors import EngineUnavailable, PromptTooLongError, RequestRefused
 from app.i18n import STARTERS, lang_of, t
+from app.login_guard import new_login_id
+from app.markdown_guard import limit_nesting
 from app.runtime import Runtime, current_runtime
 from app.settings import SAMPLING_BOUNDS
 
@@ -210,6 +212,7 @@ async def _stream_answer(rt: Runtime, language: str, token_ids: list[int], param
     interval = rt.settings.chat.stream_interval_ms / 1000
     started = time.perf_counter()
     last_save = started
+    nesting = NestingWatch()
     first_token_at: Optional[float] = None
     tokens = 0
     last_flush = 0.0
@@ -227,7 +230,7 @@ async def _stream_answer(rt: Runtime, language: str, token_ids: list[int], param
             now = time.perf_counter()
             # One websocket message per token freezes the page at ~300 tokens/s; send ~50 ms batches.
             if pending and now - last_flush >= interval:
-                await reply.stream_token("".join(pending))
+                await _stream_piece(reply, "".join(pending), parts, nesting)
                 # Give the loop a real turn (I/O included): without it the websocket writer did not
                 # run until the answer ended, and the page got the whole answer at once (seen in
                 # Chromium; sleep(0) was not enough).
@@ -238,7 +241,7 @@ async def _stream_answer(rt: Runtime, language: str, token_ids: list[int], param
                 last_save = now
                 await _save_so_far(reply, "".join(parts))
         if pending:
-            await reply.stream_token("".join(pending))
+            await _stream_piece(reply, "".join(pending), parts, nesting)
     except asyncio.CancelledError:
         outcome = "stopped"
         raise
@@ -255,7 +258,7 @@ async def _stream_answer(rt: Runtime, language: str, token_ids: list[int], param
             decode = time.perf_counter() - (first_token_at or started)
             values = stats_line_values(tokens, (first_token_at - started) if first_token_at else None, decode)
             footer = "\n\n`" + t(language, "stats", prompt=len(token_ids), **values) + "`"
-            reply.content = "".join(parts) + footer
+            reply.content = limit_nesting("".join(parts)) + footer
             reply.metadata = {"kind": KIND_ANSWER, "footer": footer}
             await _offer_regenerate(reply, language)
             # stream_token sent the message with the first piece; an empty answer was never sent.
@@ -265,6 +268,28 @@ async def _stream_answer(rt: Runtime, language: str, token_ids: list[int], param
         elif parts:
             # Stopped or cut off: the answer so far stays in the chat (and in the next prompt).
             await reply.update()
+
+
+class NestingWatch:
+    """Notices, piece by piece and without rescanning the answer, a line that nests deeper than the page can
+    render (10,000 '>' once replaced the chat with "Maximum call stack size exceeded")."""
+
+    HEAD_CHARS = 1024  # nesting is decided by a line's leading markers; the rest of a long line never matters
+
+    def __init__(self) -> None:
+        self.line_head = ""
+
+    def too_deep(self, piece: str) -> bool:
+        touched = self.line_head + piece  # the lines this piece adds to, and no others
+        self.line_head = touched.rsplit("\n", 1)[-1][:self.HEAD_CHARS]
+        return limit_nesting(touched) != touched
+
+
+async def _stream_piece(reply: cl.Message, piece: str, parts: list[str], nesting: NestingWatch) -> None:
+    if nesting.too_deep(piece):  # rare: send the whole answer again, made safe, in place of what was shown
+        await reply.stream_token(limit_nesting("".join(parts)), is_sequence=True)
+    else:
+        await reply.stream_token(piece)
 
 
 async def _save_so_far(reply: cl.Message, text: str) -> None:
@@ -365,7 +390,7 @@ def install() -> None:
         @cl.password_auth_callback
         async def check_password(username: str, password: str) -> Optional[cl.User]:
             if hmac.compare_digest(password.encode(), token.get_secret_value().encode()):
-                return cl.User(identifier=username or "user", metadata={"provider": "token"})
+                return cl.User(identifier=username or "user", metadata={"provider": "token", "login": new_login_id()})
             return None
 
     @cl.set_starters

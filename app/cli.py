@@ -6,6 +6,7 @@ user actually typed are passed on, so environment variables and ``.env`` still a
 from __future__ import annotations
 
 import argparse
+import sys
 import types
 import typing
 from dataclasses import dataclass
@@ -18,6 +19,8 @@ from app.errors import SettingsError
 from app.settings import ENV_PREFIX, SETTINGS_CLASSES, AppSettings
 
 _UNSET = object()
+_SECRET_FIELDS = {name for cls in SETTINGS_CLASSES.values() for name, info in cls.model_fields.items()
+                  if SecretStr in typing.get_args(info.annotation) or info.annotation is SecretStr}
 
 
 @dataclass(frozen=True)
@@ -85,7 +88,7 @@ def build_parser() -> argparse.ArgumentParser:
 def _describe_error(err: dict[str, Any]) -> str:
     field = str(err["loc"][0]) if err.get("loc") else "?"
     value = err.get("input")
-    if isinstance(value, SecretStr):
+    if isinstance(value, SecretStr) or field in _SECRET_FIELDS:  # a rejected token is still the user's secret
         value = "***"
     message = err.get("msg", "invalid")
     if err.get("type") == "literal_error":
@@ -116,5 +119,10 @@ def parse_command(argv: Sequence[str], env_file: Optional[str] = ".env") -> Comm
     cli_values = {k: v for k, v in vars(args).items() if v is not _UNSET
                   and k not in ("action", "print_config", "json", "assume_gpu")}
     settings = load_settings(cli_values, env_file=env_file)
+    for name in sorted(_SECRET_FIELDS & cli_values.keys()):
+        # Every local user sees a process's arguments in `ps` (issue 16).
+        print(f"warning: {_flag(name)} on the command line is visible to every user of this machine (ps); "
+              f"prefer {ENV_PREFIX}{name.upper()} in the environment or .env"
+              + (", or --auth-token-file" if name == "auth_token" else ""), file=sys.stderr)
     action = "print-config" if args.print_config else args.action
     return Command(action=action, settings=settings, as_json=args.json, assume_gpu=tuple(args.assume_gpu))

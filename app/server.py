@@ -22,6 +22,7 @@ from starlette.middleware.base import BaseHTTPMiddleware
 
 from app.engine import EngineState
 from app.errors import AuthenticationError, error_body
+from app.guards import install_guards
 from app.runtime import Runtime, set_current_runtime
 
 log = logging.getLogger("ernie_chat.server")
@@ -133,4 +134,5 @@ def create_app(runtime: Runtime) -> FastAPI:
     mount_chainlit(app, CHAINLIT_TARGET, path="")
     app.add_middleware(OfflinePageMiddleware)
     app.add_middleware(TokenMiddleware)
+    install_guards(app, runtime.settings.server)  # issue 16: login rules, then Host/Origin/size checks outermost
     return app

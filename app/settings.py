@@ -10,13 +10,32 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, Optional
 
-from pydantic import Field, SecretStr, field_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent  # where .chainlit/ and chainlit.md live
 ENV_PREFIX = "ERNIE_CHAT_"
 DEFAULT_MODEL = "baidu/ERNIE-4.5-0.3B-PT"
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
+# 2,000 wrong passwords took 3.4 s (issue 16): a short token falls to guessing even with the login rate limit.
+MIN_TOKEN_CHARS = 16
+
+
+def require_strong_token(token: str) -> None:
+    """Raise ValueError (without the token in it) when the token is too weak to guard the app."""
+    if len(token) < MIN_TOKEN_CHARS:
+        import secrets
+
+        raise ValueError(f"the token is {len(token)} characters; use at least {MIN_TOKEN_CHARS}, e.g. this fresh one "
+                         f"(shown once): {secrets.token_urlsafe(24)}")
+
+
+def read_token_file(path: Path) -> str:
+    try:
+        lines = path.expanduser().read_text(encoding="utf-8").splitlines()
+    except OSError as err:
+        raise ValueError(f"cannot read it ({err.strerror})") from None
+    return lines[0].strip() if lines else ""
 
 
 @dataclass(frozen=True)
@@ -65,6 +84,18 @@ class ServerSettings(BaseSettings):
                                          "(a display is set) and serving on loopback.")
     log_file: Path = Field(Path("logs/llm.log"), description="Log file; 'Engine started.' is written here "
                            "when the model is ready.")
+    auth_token_file: Optional[Path] = Field(None, description="Read --auth-token from this file (first line): "
+                                            "unlike the flag, it does not show in `ps` to other local users.")
+    allowed_hosts: str = Field("", description="Host names the app answers to besides the bound --host, localhost "
+                               "and 127.0.0.1, comma-separated (e.g. chat.example.com behind nginx; * for any). "
+                               "Other Host headers get 403: that stops DNS rebinding (issue 16).")
+    allowed_origins: str = Field("", description="Web origins allowed to use the chat socket and POST to the app "
+                                 "besides its own, comma-separated, like Ollama's OLLAMA_ORIGINS "
+                                 "(e.g. https://tools.example.com; * for any).")
+    max_body_bytes: int = Field(8 * 2**20, ge=64 * 2**10, le=2**30, description="Largest request body in bytes; "
+                                "bigger ones get 413 before they are read. Raise it with --max-message-chars.")
+    login_lifetime: int = Field(12 * 3600, ge=60, le=30 * 86400, description="Seconds a UI login stays valid "
+                                "(with --auth-token); logging out ends it at once.")
 
     @field_validator("root_path")
     @classmethod
@@ -73,6 +104,26 @@ class ServerSettings(BaseSettings):
         if value and not value.startswith("/"):
             raise ValueError("must start with '/', e.g. /chat")
         return value
+
+    @field_validator("auth_token")
+    @classmethod
+    def _strong_token(cls, value: Optional[SecretStr]) -> Optional[SecretStr]:
+        if value is not None:
+            require_strong_token(value.get_secret_value())
+        return value
+
+    @field_validator("auth_token_file")
+    @classmethod
+    def _readable_token_file(cls, value: Optional[Path]) -> Optional[Path]:
+        if value is not None:
+            require_strong_token(read_token_file(value))
+        return value
+
+    @model_validator(mode="after")
+    def _token_from_file(self) -> "ServerSettings":
+        if self.auth_token_file is not None and self.auth_token is None:
+            self.auth_token = SecretStr(read_token_file(self.auth_token_file))
+        return self
 
     @property
     def is_loopback(self) -> bool:

@@ -58,6 +58,55 @@ def setup_logging(log_file: Path, level: int = logging.INFO, vllm_console_level:
     if not route_vllm_logs(log_file, vllm_console_level, os.environ if env is None else env):
         # The user brought a vLLM logging config of their own: copy at least this process's vLLM lines.
         logging.getLogger("vllm").addHandler(file_handler)
+    for name in LIBRARY_LOGGERS:
+        also_to_file(logging.getLogger(name), file_handler)
+    errors = logging.getLogger(ERROR_LOGGER)  # file only: uvicorn prints the same traceback to stderr itself
+    for handler in list(errors.handlers):
+        errors.removeHandler(handler)
+    errors.addHandler(file_handler)
+    errors.propagate = False
+
+
+# Chainlit's own errors (an edit of an unknown message id, a message without createdAt, a bad UUID) and
+# those of its socket went only to stderr, while the README says the log file has everything (issue 16).
+LIBRARY_LOGGERS = ("chainlit", "socketio", "engineio", "asyncio")
+ERROR_LOGGER = "ernie_chat.unhandled"
+
+
+def also_to_file(logger: logging.Logger, file_handler: logging.Handler) -> None:
+    """Add the file to a library's logger without taking its lines off the terminal (idempotent)."""
+    previous = getattr(logger, "_ernie_chat_added", [])
+    for handler in previous:
+        logger.removeHandler(handler)
+    if previous:
+        logger.propagate = True
+    added = [file_handler]
+    if not logger.handlers and logger.propagate:
+        # With no handler of its own the logger reached stderr through logging's last resort; a handler
+        # here would end that, so keep a stderr one for warnings and errors.
+        console = logging.StreamHandler(sys.stderr)
+        console.setLevel(logging.WARNING)
+        added.append(console)
+        logger.propagate = False
+    for handler in added:
+        logger.addHandler(handler)
+    logger._ernie_chat_added = added  # type: ignore[attr-defined]
+
+
+class ErrorLogMiddleware:
+    """Pure ASGI: writes every exception the app lets out (uvicorn answers those with a 500 and prints
+    them to stderr only) to the log file, with its traceback and the request line."""
+
+    def __init__(self, app) -> None:
+        self.app = app
+
+    async def __call__(self, scope, receive, send) -> None:
+        try:
+            await self.app(scope, receive, send)
+        except Exception:
+            logging.getLogger(ERROR_LOGGER).exception("unhandled error in %s %s %s", scope.get("type"),
+                                                      scope.get("method", ""), scope.get("path", ""))
+            raise
 
 
 def route_vllm_logs(log_file: Path, console_level: Optional[str], env: dict[str, str]) -> bool:

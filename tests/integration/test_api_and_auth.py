@@ -8,7 +8,7 @@ import pytest
 from tests.helpers import LaunchedApp, get, metric_value, running_app
 
 pytestmark = pytest.mark.timeout(600)
-TOKEN = "test-token-123"
+TOKEN = "test-token-1234567890"
 
 
 def post(url, body, token=None, timeout=60):

@@ -1,0 +1,105 @@
+"""Login rules (issue 16 item 5): growing delays per client, logout ends the token, a strong token."""
+import subprocess
+import sys
+
+import pytest
+
+from app.cli import parse_command
+from app.errors import SettingsError
+from app.login_guard import FailedLogins, RevokedTokens, _without_login, login_token
+from tests.conftest import ROOT
+
+
+class Clock:
+    def __init__(self):
+        self.now = 1000.0
+
+    def __call__(self):
+        return self.now
+
+
+def test_failed_logins_wait_doubles_after_the_free_ones():
+    clock = Clock()
+    guard = FailedLogins(free=5, max_delay=300, clock=clock)
+    for _ in range(5):
+        assert guard.wait_left("1.2.3.4") == 0
+        guard.failed("1.2.3.4")
+    waits = []
+    for _ in range(10):
+        waits.append(guard.wait_left("1.2.3.4"))
+        clock.now += waits[-1]
+        guard.failed("1.2.3.4")
+    assert waits == [1, 2, 4, 8, 16, 32, 64, 128, 256, 300]
+    assert guard.wait_left("5.6.7.8") == 0  # per client
+    guard.succeeded("1.2.3.4")
+    assert guard.wait_left("1.2.3.4") == 0
+
+
+def test_two_thousand_guesses_take_days_not_seconds():
+    """Issue 16: 2,000 wrong passwords in 3.4 s. Now: the sum of the enforced waits."""
+    guard = FailedLogins()
+    total = sum(guard.delay_after(n) for n in range(2000))
+    assert total > 5 * 86400
+
+
+def test_failure_table_is_bounded():
+    guard = FailedLogins(max_clients=100)
+    for n in range(1000):
+        guard.failed(f"10.0.{n // 256}.{n % 256}")
+    assert len(guard._clients) == 100
+
+
+def test_revoked_token_until_it_expires():
+    clock = Clock()
+    revoked = RevokedTokens(lifetime=60, clock=clock)
+    revoked.revoke("not-a-jwt")
+    assert revoked.is_revoked("not-a-jwt") and not revoked.is_revoked("other")
+    clock.now += 61
+    assert not revoked.is_revoked("not-a-jwt")
+
+
+def test_login_cookie_read_and_removed_whole_or_chunked():
+    headers = [(b"host", b"x"), (b"cookie", b"a=1; access_token=TOKEN; b=2"), (b"authorization", b"Bearer t")]
+    assert login_token(headers) == "TOKEN"
+    assert _without_login(headers) == [(b"host", b"x"), (b"cookie", b"a=1; b=2")]
+    assert login_token([(b"cookie", b"access_token_0=AB; access_token_1=CD")]) == "ABCD"
+
+
+@pytest.mark.parametrize("token", ["short", "x" * 15])
+def test_short_token_refused_without_echoing_it(token):
+    with pytest.raises(SettingsError) as info:
+        parse_command(["--auth-token", token], env_file=None)
+    message = str(info.value)
+    assert "--auth-token" in message and "at least 16" in message and f"'{token}'" not in message
+    assert "\n" not in message
+
+
+def test_token_file_is_read_and_checked(tmp_path):
+    good = tmp_path / "token"
+    good.write_text("s3cret-s3cret-s3cret\n")
+    assert parse_command(["--auth-token-file", str(good)], env_file=None).settings.server.auth_token \
+        .get_secret_value() == "s3cret-s3cret-s3cret"
+    good.write_text("abc\n")
+    with pytest.raises(SettingsError, match="--auth-token-file .* the token is 3 characters"):
+        parse_command(["--auth-token-file", str(good)], env_file=None)
+    with pytest.raises(SettingsError, match="cannot read it"):
+        parse_command(["--auth-token-file", str(tmp_path / "missing")], env_file=None)
+
+
+def test_token_flag_warns_that_ps_shows_it(tmp_path):
+    code = ("from app.cli import parse_command; "
+            "parse_command(['--auth-token', 'a-long-enough-token-123', '--print-config'], env_file=None)")
+    flag = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
+    assert "warning: --auth-token on the command line is visible" in flag.stderr
+    assert "--auth-token-file" in flag.stderr
+    env = subprocess.run([sys.executable, "-c", code.replace("'--auth-token', 'a-long-enough-token-123', ", "")],
+                         cwd=ROOT, capture_output=True, text=True,
+                         env={"ERNIE_CHAT_AUTH_TOKEN": "a-long-enough-token-123", "PATH": "/usr/bin"})
+    assert env.returncode == 0 and "warning" not in env.stderr
+
+
+def test_login_lifetime_setting():
+    settings = parse_command(["--login-lifetime", "600"], env_file=None).settings.server
+    assert settings.login_lifetime == 600
+    with pytest.raises(SettingsError, match="--login-lifetime"):
+        parse_command(["--login-lifetime", "5"], env_file=None)
