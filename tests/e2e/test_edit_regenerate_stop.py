@@ -127,3 +127,39 @@ def test_closing_the_tab_stops_its_answer_in_the_engine(page_for, served_app):
         pytest.fail("no answer was still running when the tab closed")
     page.context.close()
     _assert_engine_stopped(served_app)
+
+
+def test_one_chat_cannot_queue_more_than_three_answers(served_app):
+    """A client (not the page: Chainlit's composer sends one at a time) that pushes 8 messages down one
+    chat's socket gets 3 answers running or waiting and a notice for the rest; other users keep their
+    places (one session once queued 60, and another user saw "48 ahead of you")."""
+    import asyncio
+    import uuid
+    from datetime import datetime, timezone
+
+    import socketio
+
+    async def flood() -> tuple[list[str], int]:
+        client = socketio.AsyncClient()
+        notices: list[str] = []
+        client.on("new_message", lambda step: notices.append(step.get("output") or ""))
+        await client.connect(served_app.url, socketio_path="/ws/socket.io", transports=["websocket"],
+                             auth={"clientType": "webapp", "sessionId": str(uuid.uuid4()), "threadId": None,
+                                   "userEnv": "{}", "chatProfile": None})
+        await client.emit("connection_successful")
+        await asyncio.sleep(1)
+        for i in range(8):
+            await client.emit("client_message", {"message": {
+                "id": str(uuid.uuid4()), "threadId": "", "name": "User", "type": "user_message",
+                "output": f"Write a very long story, number {i}.",
+                "createdAt": datetime.now(timezone.utc).isoformat()}, "fileReferences": None})
+        await asyncio.sleep(3)
+        most = int(metric_value(get(served_app.url + "/metrics")[1], "ernie_chat_active_requests")
+                   + metric_value(get(served_app.url + "/metrics")[1], "ernie_chat_queued_requests"))
+        await client.disconnect()  # closing the socket stops this chat's answers (checked below)
+        return notices, most
+
+    notices, in_flight = asyncio.run(flood())
+    refused = [n for n in notices if "already has 3 answers" in n]
+    assert len(refused) == 5 and in_flight <= 3, (len(refused), in_flight)
+    _assert_engine_stopped(served_app)
