@@ -15,7 +15,6 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 ENV_PREFIX = "ERNIE_CHAT_"
 DEFAULT_MODEL = "baidu/ERNIE-4.5-0.3B-PT"
-PROFILE_NAMES = ("auto", "cpu", "tutorial-a10", "tutorial-a100", "tutorial-v100")
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
 
 
@@ -87,9 +86,12 @@ class EngineSettings(BaseSettings):
 
     model_config = _config()
 
-    profile: Literal["auto", "cpu", "tutorial-a10", "tutorial-a100", "tutorial-v100"] = Field(
-        "auto", description="Engine profile: auto (chosen for the detected card), cpu, or the tutorial's "
-        "tutorial-a10 / tutorial-a100 / tutorial-v100 lines, for comparison.")
+    profile: Literal["auto", "cpu", "tutorial-a10", "tutorial-a10-lean", "tutorial-a100", "tutorial-a100-eager",
+                     "tutorial-v100"] = Field(
+        "auto", description="Engine profile: auto (chosen for the detected card), cpu, or one of the tutorial's "
+        "command lines, flag for flag, for comparison: tutorial-a10, tutorial-a10-lean (its A10 tip), "
+        "tutorial-a100 (as printed: CUDA graphs on), tutorial-a100-eager (graphs off, as its text says), "
+        "tutorial-v100.")
     max_concurrent_chats: int = Field(12, ge=1, le=256, description="Answers generated at once; "
                                       "more wait in a queue and are told their position.")
     max_model_len: Optional[int] = Field(None, ge=256, le=131072, description="Context length in tokens "
