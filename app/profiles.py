@@ -1,12 +1,13 @@
 """Card -> engine arguments: a pure function with a reason for every choice.
 
 ``plan_engine(engine_settings, gpus, build, ...)`` reads nothing and starts nothing; it is tested by tables
-of simulated cards (tests/unit/test_profiles.py). The numbers it uses were measured on an H200 with the
-real ERNIE-4.5-0.3B-PT shape (docs/benchmarks.md, ../shared/gpu/README.md):
-weights 0.73 GiB, activations 0.21, non-torch 0.22, CUDA graphs 0.22; KV cache 18.4 KB per token.
+of simulated cards (tests/unit/test_profiles.py). On a GPU it makes six decisions, one function each
+(dtype, CUDA graphs, KV dtype, KV budget and context, concurrency, memory share), each returning its
+value and its reason. The numbers it uses were measured on an H200 with the real ERNIE-4.5-0.3B-PT shape
+(docs/benchmarks.md, ../shared/gpu/README.md): weights 0.73 GiB, activations 0.21, non-torch 0.22,
+CUDA graphs 0.22; KV cache 18.4 KB per token.
 
-The tutorial this project started from gave per-card flags (``tutorial-*`` profiles below reproduce
-them, with a warning on each flag the measurements contradict).
+``tutorial-*`` profiles run the tutorial's own command lines instead (app/tutorial_lines.py).
 """
 from __future__ import annotations
 
@@ -15,7 +16,16 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Mapping, Optional, Sequence
 
 from app.errors import InsufficientMemoryError, SettingsError, UnsupportedHardwareError
-from app.hardware import GIB, GpuInfo, VllmBuild
+from app.hardware import (
+    CUDA_WITHOUT_SM70,
+    GIB,
+    SM_BF16,
+    SM_FP8,
+    SM_VLLM_MINIMUM,
+    SM_VOLTA,
+    GpuInfo,
+    VllmBuild,
+)
 from app.settings import EngineSettings
 from app.tutorial_lines import TUTORIAL_CARDS, TUTORIAL_LINES, tutorial_warnings
 
@@ -110,6 +120,27 @@ MIN_CONTEXT = 2048
 # A chat in progress rarely holds more than this many tokens; the KV budget lets every allowed chat
 # hold this much at once, or one chat use the whole context.
 TYPICAL_CHAT_TOKENS = 4096
+
+SET_BY_YOU = "set by you"
+# The engine overrides are the EngineSettings fields that default to None ("unset = the profile decides",
+# the class's own rule): each keeps vLLM's name and, when given, wins over any profile.
+ENGINE_OVERRIDES: tuple[str, ...] = tuple(
+    name for name, info in EngineSettings.model_fields.items() if info.default is None)
+
+
+def user_set(settings: EngineSettings) -> frozenset[str]:
+    """The engine overrides the user gave (flag, ERNIE_CHAT_* variable or .env line)."""
+    return frozenset(name for name in ENGINE_OVERRIDES
+                     if name in settings.model_fields_set and getattr(settings, name) is not None)
+
+
+@dataclass(frozen=True)
+class Choice:
+    """One decision of the plan: the value, why, and anything the user should know about it."""
+
+    value: Any
+    reason: str
+    warnings: tuple[str, ...] = ()
 
 
 def reserve_bytes(gpu: GpuInfo) -> int:
@@ -213,35 +244,6 @@ def _plan_cpu(settings: EngineSettings, shape: ModelShape, cpu: CpuFacts) -> Eng
     return EnginePlan(profile="cpu", device="cpu", gpu=None, engine_args=args, reasons=why,
                       env_defaults=env_defaults, user_set=mine,
                       planned_bytes=shape.weight_bytes(dtype_bytes) + kv_bytes)
-
-
-# Compute-capability cut-offs (sm = major * 10 + minor), as vLLM and NVIDIA draw them.
-SM_VOLTA = 70  # the oldest card any vLLM build has code for (CUDA 12 builds only)
-SM_VLLM_MINIMUM = 75  # vLLM's stated minimum (Turing); Volta runs on a best-effort basis
-SM_BF16 = 80  # Ampere: bf16 (vLLM refuses it below) and FlashAttention
-SM_FP8 = 89  # Ada: fp8; below it an fp8 KV cache changes the attention backend or fails
-CUDA_WITHOUT_SM70 = 13  # CUDA 13 dropped sm_70 code: vLLM's default wheels cannot run on a V100
-
-SET_BY_YOU = "set by you"
-# The engine overrides are the EngineSettings fields that default to None ("unset = the profile decides",
-# the class's own rule): each keeps vLLM's name and, when given, wins over any profile.
-ENGINE_OVERRIDES: tuple[str, ...] = tuple(
-    name for name, info in EngineSettings.model_fields.items() if info.default is None)
-
-
-def user_set(settings: EngineSettings) -> frozenset[str]:
-    """The engine overrides the user gave (flag, ERNIE_CHAT_* variable or .env line)."""
-    return frozenset(name for name in ENGINE_OVERRIDES
-                     if name in settings.model_fields_set and getattr(settings, name) is not None)
-
-
-@dataclass(frozen=True)
-class Choice:
-    """One decision of the plan: the value, why, and anything the user should know about it."""
-
-    value: Any
-    reason: str
-    warnings: tuple[str, ...] = ()
 
 
 def _plan_gpu(settings: EngineSettings, gpus: Sequence[GpuInfo], build: VllmBuild,

@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Optional
 
+from app.hardware import SM_BF16, SM_FP8
+
 # Every line also carries these.
 _ONE_GPU = {"tensor_parallel_size": 1, "pipeline_parallel_size": 1}
 _A10 = {**_ONE_GPU, "max_model_len": 4096, "dtype": "bfloat16", "gpu_memory_utilization": 0.85, "enforce_eager": True}
@@ -30,8 +32,6 @@ TUTORIAL_LINES: dict[str, dict[str, Any]] = {
 TUTORIAL_CARDS = {"tutorial-a10": "A10", "tutorial-a10-lean": "A10 (with its tip)", "tutorial-a100": "A100",
                   "tutorial-a100-eager": "A100 (graphs off, as its text says)", "tutorial-v100": "V100"}
 
-SM_BF16 = 80  # vLLM refuses bf16 below Ampere
-SM_FP8 = 89  # fp8 hardware from Ada on
 
 
 @dataclass(frozen=True)
