@@ -277,7 +277,7 @@ def _plan_gpu(settings: EngineSettings, gpus: Sequence[GpuInfo], build: VllmBuil
 
 
 def _card(gpu: GpuInfo, gpus: Sequence[GpuInfo], build: VllmBuild) -> Choice:
-    """Which card, and whether this vLLM build can run on it. The value is the environment it needs."""
+    """Which card, and whether this vLLM build can run on it; the value is the environment it needs."""
     if gpu.sm < SM_VOLTA:
         raise UnsupportedHardwareError(
             f"{gpu.name} (sm{gpu.sm}) is older than Volta (sm{SM_VOLTA}), which vLLM needs; use --profile cpu, "

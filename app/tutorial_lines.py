@@ -74,7 +74,7 @@ def tutorial_warnings(profile: str, sm: int) -> list[str]:
                         f"chats, auto (bf16) {auto.decode_tps} and {auto.chats12_tps} ({MEASURED_ON}){where}")
     if args.get("max_num_batched_tokens"):
         base = MEASURED.get("tutorial-a10")
-        held = f"{seen.gpu_gib:.1f} GiB against the A10 line's {base.gpu_gib:.1f}" if base else f"{seen.gpu_gib:.1f} GiB"
+        held = f"{seen.gpu_gib:.1f} GiB" + (f" against the A10 line's {base.gpu_gib:.1f}" if base else "")
         warnings.append(f"the A10 tip (--disable-custom-all-reduce --max-num-batched-tokens 1024) frees nothing "
                         f"on one GPU: custom all-reduce only runs with tensor parallelism, and what a smaller "
                         f"batch frees, gpu_memory_utilization={util} hands to the KV cache; this line held {held} "

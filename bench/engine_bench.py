@@ -189,7 +189,8 @@ def markdown_table(paths) -> str:
         memory = ", ".join("failed" if not r.get("ok") else "RAM" if r["mem_after_load_gib"] is None else
                            f"{r['mem_after_load_gib']:.1f}/{r['mem_peak_gib']:.1f}" for r in items)
         out.append(f"| {profile} | {starts} | {memory} | {figures(items, 'ttft_ms', '{:.0f}')} | "
-                   f"{figures(items, 'decode_tps')} | {figures(items, 'agg_tps_12')} | {figures(items, 'agg_tps_64')} |")
+                   f"{figures(items, 'decode_tps')} | {figures(items, 'agg_tps_12')} | "
+                   f"{figures(items, 'agg_tps_64')} |")
     return "\n".join(out)
 
 

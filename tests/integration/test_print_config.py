@@ -96,4 +96,5 @@ def test_the_docs_card_tables_are_what_print_config_says():
     """README.md and docs/profiles.md hold exactly the tables scripts/card_tables.py builds from
     --print-config --json; after a planner change, `python scripts/card_tables.py --write` updates them."""
     for name, table in tables().items():
-        assert marked(name, table) in DOCS[name].read_text(), f"{DOCS[name]} is stale: run scripts/card_tables.py --write"
+        stale = f"{DOCS[name]} is stale: run scripts/card_tables.py --write"
+        assert marked(name, table) in DOCS[name].read_text(), stale
