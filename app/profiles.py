@@ -286,7 +286,8 @@ def _card(gpu: GpuInfo, gpus: Sequence[GpuInfo], build: VllmBuild) -> Choice:
             and (build.cuda_major or 0) >= CUDA_WITHOUT_SM70):
         raise UnsupportedHardwareError(
             f"{gpu.name} is sm70 (Volta) and the installed vLLM {build.version} is built with CUDA "
-            f"{build.torch_cuda}, which has no sm_70 code. Install a CUDA 12 build instead: {cuda12_fix(build.version)}")
+            f"{build.torch_cuda}, which has no sm_70 code. Install a CUDA 12 build instead: "
+            f"{cuda12_fix(build.version)}")
     warnings: tuple[str, ...] = ()
     if gpu.sm < SM_VLLM_MINIMUM:
         warnings = (f"sm{gpu.sm} is below vLLM's stated minimum (sm{SM_VLLM_MINIMUM}): runs with a CUDA 12 build "
