@@ -13,6 +13,8 @@ from typing import Literal, Optional
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from app.tutorial_lines import TUTORIAL_LINES
+
 ENV_PREFIX = "ERNIE_CHAT_"
 DEFAULT_MODEL = "baidu/ERNIE-4.5-0.3B-PT"
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
@@ -86,8 +88,7 @@ class EngineSettings(BaseSettings):
 
     model_config = _config()
 
-    profile: Literal["auto", "cpu", "tutorial-a10", "tutorial-a10-lean", "tutorial-a100", "tutorial-a100-eager",
-                     "tutorial-v100"] = Field(
+    profile: Literal[("auto", "cpu", *TUTORIAL_LINES)] = Field(
         "auto", description="Engine profile: auto (chosen for the detected card), cpu, or one of the tutorial's "
         "command lines, flag for flag, for comparison: tutorial-a10, tutorial-a10-lean (its A10 tip), "
         "tutorial-a100 (as printed: CUDA graphs on), tutorial-a100-eager (graphs off, as its text says), "
