@@ -14,6 +14,12 @@ from typing import Mapping, Optional, Sequence
 from app.errors import SettingsError
 
 GIB = 1024**3
+# Compute-capability cut-offs (sm = major * 10 + minor), as vLLM and NVIDIA draw them.
+SM_VOLTA = 70  # the oldest card any vLLM build has code for (CUDA 12 builds only)
+SM_VLLM_MINIMUM = 75  # vLLM's stated minimum (Turing); Volta runs on a best-effort basis
+SM_BF16 = 80  # Ampere: bf16 (vLLM refuses it below) and FlashAttention
+SM_FP8 = 89  # Ada: fp8; below it an fp8 KV cache changes the attention backend or fails
+CUDA_WITHOUT_SM70 = 13  # CUDA 13 dropped sm_70 code: vLLM's default wheels cannot run on a V100
 
 
 @dataclass(frozen=True)

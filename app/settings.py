@@ -13,6 +13,8 @@ from typing import Literal, Optional
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from app.tutorial_lines import TUTORIAL_LINES
+
 PROJECT_ROOT = Path(__file__).resolve().parent.parent  # where .chainlit/ and chainlit.md live
 ENV_PREFIX = "ERNIE_CHAT_"
 DEFAULT_MODEL = "baidu/ERNIE-4.5-0.3B-PT"
@@ -163,9 +165,11 @@ class EngineSettings(BaseSettings):
 
     model_config = _config()
 
-    profile: Literal["auto", "cpu", "tutorial-a10", "tutorial-a100", "tutorial-v100"] = Field(
-        "auto", description="Engine profile: auto (chosen for the detected card), cpu, or the tutorial's "
-        "tutorial-a10 / tutorial-a100 / tutorial-v100 lines, for comparison.")
+    profile: Literal[("auto", "cpu", *TUTORIAL_LINES)] = Field(
+        "auto", description="Engine profile: auto (chosen for the detected card), cpu, or one of the tutorial's "
+        "command lines, flag for flag, for comparison: tutorial-a10, tutorial-a10-lean (its A10 tip), "
+        "tutorial-a100 (as printed: CUDA graphs on), tutorial-a100-eager (graphs off, as its text says), "
+        "tutorial-v100.")
     max_concurrent_chats: int = Field(12, ge=1, le=256, description="Answers generated at once; "
                                       "more wait in a queue and are told their position.")
     max_model_len: Optional[int] = Field(None, ge=256, le=131072, description="Context length in tokens "

@@ -1,6 +1,7 @@
 """Benchmark the project's own EngineHost per profile: start time, GPU memory, TTFT, decode, aggregate.
 
     python bench/engine_bench.py --model DIR [--profiles auto,tutorial-a100,...] [--rounds 2] [--out results.jsonl]
+    python bench/engine_bench.py --table results.jsonl [more.jsonl ...]   # the rows as a Markdown table
     python bench/engine_bench.py --build-model DIR   # random-weight model of the real ERNIE-4.5-0.3B config
 
 Profiles run interleaved (a, b, c, a, b, c, ...) so drift on a noisy machine hits them alike; compare
@@ -29,6 +30,7 @@ from app.hardware import detect_vllm_build, gpu_memory_used, probe_gpus  # noqa:
 from app.profiles import ModelShape, plan_engine  # noqa: E402
 from app.settings import EngineSettings  # noqa: E402
 from app.telemetry import AppMetrics  # noqa: E402
+from app.vllm_engine import create_vllm_engine  # noqa: E402
 
 REAL_CONFIG = Path(__file__).resolve().parent.parent / "tests" / "data" / "ernie-4.5-0.3b" / "config.json"
 PROMPT_TOKENS = 128
@@ -95,7 +97,7 @@ async def measure(profile, extra, model_dir, gpus, build, shape, vocab, args):
     gpu = plan.gpu
     before = gpu_memory_used(gpu) if gpu else None
     host = EngineHost(lambda progress: model_dir, plan, AppMetrics(), settings.max_concurrent_chats,
-                      max_restarts=0, start_timeout=args.start_timeout)
+                      engine_factory=create_vllm_engine, max_restarts=0, start_timeout=args.start_timeout)
     started = time.perf_counter()
     host.start_in_background()
     ok = await host.wait_ready(args.start_timeout)
@@ -110,6 +112,7 @@ async def measure(profile, extra, model_dir, gpus, build, shape, vocab, args):
     with PeakSampler(gpu) if gpu else _null() as sampler:
         singles = [await one_stream(host, vocab, args.decode_tokens, i) for i in range(args.repeats)]
         row["ttft_ms"] = round(statistics.median(s["ttft"] for s in singles) * 1000, 1)
+        row["ttft_ms_all"] = [round(s["ttft"] * 1000, 1) for s in singles]
         row["decode_tps"] = round(statistics.median(s["decode_tps"] for s in singles), 1)
         row["decode_tps_all"] = [round(s["decode_tps"], 1) for s in singles]
         for n in (12, 64):
@@ -166,11 +169,37 @@ async def main_async(args):
                 out.flush()
 
 
+def markdown_table(paths) -> str:
+    """One line per profile, each figure listed in run order (rounds of all files, interleaved as run)."""
+    rows: dict[str, list[dict]] = {}
+    for path in paths:
+        for line in Path(path).read_text().splitlines():
+            row = json.loads(line)
+            if "profile" in row:
+                rows.setdefault(row["profile"], []).append(row)
+
+    def figures(items, key, fmt="{:,.0f}"):
+        return " / ".join("failed" if not r.get("ok") else fmt.format(r[key]) for r in items)
+
+    out = ["| profile | engine start s | GPU mem after load / peak GiB | TTFT ms (median of 3) | "
+           "1-stream decode tok/s | 12 chats tok/s | 64 chats tok/s |", "|---|---|---|---|---|---|---|"]
+    for profile, items in rows.items():
+        starts = " / ".join("failed" if not r.get("ok") else
+                            f"{r['start_s']:.1f}" + (" cold" if r.get("compile_cache") == "cold" else "")
+                            for r in items)
+        memory = ", ".join("failed" if not r.get("ok") else "RAM" if r["mem_after_load_gib"] is None else
+                           f"{r['mem_after_load_gib']:.1f}/{r['mem_peak_gib']:.1f}" for r in items)
+        out.append(f"| {profile} | {starts} | {memory} | {figures(items, 'ttft_ms', '{:.0f}')} | "
+                   f"{figures(items, 'decode_tps')} | {figures(items, 'agg_tps_12')} | "
+                   f"{figures(items, 'agg_tps_64')} |")
+    return "\n".join(out)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model")
     parser.add_argument("--build-model")
-    parser.add_argument("--profiles", default="auto,tutorial-a100,tutorial-a10,tutorial-v100")
+    parser.add_argument("--profiles", default="auto,tutorial-a100,tutorial-a100-eager,tutorial-a10,tutorial-v100")
     parser.add_argument("--once", default="", help="profiles to run in the first round only")
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--repeats", type=int, default=3, help="single-stream answers per profile")
@@ -178,7 +207,11 @@ def main():
     parser.add_argument("--batch-tokens", type=int, default=128)
     parser.add_argument("--start-timeout", type=float, default=240)
     parser.add_argument("--out")
+    parser.add_argument("--table", nargs="+", metavar="JSONL", help="print the rows of these files as a table")
     args = parser.parse_args()
+    if args.table:
+        print(markdown_table(args.table))
+        return
     if args.build_model:
         build_real_shaped_model(args.build_model)
     if args.model:

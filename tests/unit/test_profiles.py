@@ -1,15 +1,13 @@
 """The card -> engine-arguments rules on simulated cards, as NVML would report them."""
 import json
-import subprocess
-import sys
 
 import pytest
 
 from app.errors import InsufficientMemoryError, SettingsError, UnsupportedHardwareError
-from app.hardware import GIB, GpuInfo, VllmBuild, parse_assumed_gpu, select_visible
-from app.profiles import (TUTORIAL_LINES, CpuFacts, ModelShape, plan_engine, reserve_bytes,
-                          with_smaller_kv)
+from app.hardware import GIB, GpuInfo, VllmBuild
+from app.profiles import ENGINE_OVERRIDES, CpuFacts, ModelShape, plan_engine, reserve_bytes, with_smaller_kv
 from app.settings import EngineSettings
+from app.tutorial_lines import MEASURED, TUTORIAL_LINES
 from tests.conftest import ROOT
 
 CUDA13 = VllmBuild(installed=True, version="0.29.0", device="cuda", torch_cuda="13.0")
@@ -144,17 +142,6 @@ def test_multi_gpu_host_picks_the_card_with_most_free_memory():
     assert "tensor parallelism" in plan.reasons["gpu"]
 
 
-def test_cuda_visible_devices_is_honoured():
-    gpus = [card("A", "8.0", 80, index=0, uuid="GPU-a"), card("B", "8.6", 24, index=1, uuid="GPU-b"),
-            card("C", "8.9", 24, index=2, uuid="GPU-c")]
-    assert [g.name for g in select_visible(gpus, {"CUDA_VISIBLE_DEVICES": "2,0"})] == ["C", "A"]
-    assert [g.index for g in select_visible(gpus, {"CUDA_VISIBLE_DEVICES": "2,0"})] == [0, 1]
-    assert [g.name for g in select_visible(gpus, {"CUDA_VISIBLE_DEVICES": "GPU-b"})] == ["B"]
-    assert select_visible(gpus, {"CUDA_VISIBLE_DEVICES": ""}) == []
-    assert [g.name for g in select_visible(gpus, {"CUDA_VISIBLE_DEVICES": "1,7,0"})] == ["B"]
-    assert len(select_visible(gpus, {})) == 3
-
-
 def test_no_gpu_uses_the_cpu_build_or_says_what_to_install():
     plan = plan_engine(EngineSettings(), [], CPU_BUILD, ERNIE, CpuFacts(has_bf16=True, available_bytes=16 * GIB))
     assert plan.device == "cpu" and plan.engine_args["dtype"] == "bfloat16"
@@ -168,17 +155,48 @@ def test_no_gpu_uses_the_cpu_build_or_says_what_to_install():
 
 
 @pytest.mark.parametrize("profile", sorted(TUTORIAL_LINES))
-def test_tutorial_profiles_reproduce_the_flags_and_warn(profile):
-    plan = plan_engine(EngineSettings(profile=profile), [card("NVIDIA A10", "8.6", 22.5)], CUDA13, ERNIE)
+def test_every_tutorial_warning_cites_a_run_of_that_very_line(profile):
+    plan = plan_engine(EngineSettings(profile=profile), [card("NVIDIA H200", "9.0", 140.4)], CUDA13, ERNIE)
     assert plan.engine_args == TUTORIAL_LINES[profile]
-    assert any("enforce_eager" in w and "4.5x" in w for w in plan.warnings)
-    assert any("gpu_memory_utilization" in w for w in plan.warnings)
+    seen = MEASURED[profile]
+    assert plan.warnings
+    for warning in plan.warnings:
+        # the run, its figures, and either "this exact line" or how the line that ran differed
+        assert warning.endswith(f"({seen.source()})"), warning
+        assert (seen.decode_tps and seen.decode_tps in warning) or f"{seen.gpu_gib:.1f} GiB" in warning, warning
+    args = TUTORIAL_LINES[profile]
+    assert any(w.startswith("gpu_memory_utilization") for w in plan.warnings)
+    if seen.decode_tps:
+        assert any(w.startswith("enforce_eager") for w in plan.warnings) == bool(args.get("enforce_eager"))
+        assert any(w.startswith("quantization=fp8") for w in plan.warnings) == (args.get("quantization") == "fp8")
 
 
-def test_tutorial_v100_on_a_v100_warns_about_bf16_and_cuda13():
-    plan = plan_engine(EngineSettings(profile="tutorial-v100"), [card("Tesla V100", "7.0", 16)], CUDA13, ERNIE)
-    assert any("no bf16 below sm80" in w for w in plan.warnings)
-    assert any("sm_70" in w and "cu129" in w for w in plan.warnings)
+def test_tutorial_lines_warn_about_the_card_they_cannot_run_on():
+    t4 = plan_engine(EngineSettings(profile="tutorial-a10"), [card("Tesla T4", "7.5", 15)], CUDA13, ERNIE)
+    assert any("dtype=bfloat16 on sm75" in w and "refuses" in w for w in t4.warnings)
+    v100 = plan_engine(EngineSettings(profile="tutorial-v100"), [card("Tesla V100", "7.0", 16)], CUDA13, ERNIE)
+    assert any("sm_70" in w and "cu129" in w for w in v100.warnings)
+    assert not any(w.startswith("dtype=") for w in v100.warnings), "the tutorial's V100 line is float16"
+    a100 = plan_engine(EngineSettings(profile="tutorial-a100"), [card("NVIDIA A100", "8.0", 40)], CUDA13, ERNIE)
+    assert any("fp8 on sm80" in w for w in a100.warnings)
+
+
+def test_flags_you_type_win_over_a_tutorial_line_and_are_named():
+    plan = plan_engine(EngineSettings(profile="tutorial-a100", max_model_len=2048),
+                       [card("NVIDIA H200", "9.0", 140.4)], CUDA13, ERNIE)
+    assert plan.engine_args["max_model_len"] == 2048 and plan.reasons["max_model_len"] == "set by you"
+    assert plan.user_set == {"max_model_len"}
+    assert plan.engine_args["quantization"] == "fp8"
+
+
+def test_what_you_set_is_data_not_a_reason_text():
+    assert set(ENGINE_OVERRIDES) == {"max_model_len", "dtype", "gpu_memory_utilization", "kv_cache_memory_bytes",
+                                     "enforce_eager", "kv_cache_dtype", "max_num_seqs"}
+    gpu = card("NVIDIA A10", "8.6", 22.5)
+    assert plan_engine(EngineSettings(), [gpu], CUDA13, ERNIE).user_set == frozenset()
+    mine = plan_engine(EngineSettings(enforce_eager=False, kv_cache_dtype="auto"), [gpu], CUDA13, ERNIE)
+    assert mine.user_set == {"enforce_eager", "kv_cache_dtype"}
+    assert mine.reasons["enforce_eager"] == "set by you"
 
 
 def test_smaller_kv_retry_halves_the_budget():
@@ -206,31 +224,6 @@ def test_model_shape_from_the_real_config():
     shape = ModelShape.from_config(config)
     assert shape.kv_bytes_per_token() == 18432
     assert abs(shape.num_params - 360.7e6) < 1e6
-
-
-def test_assume_gpu_parsing():
-    gpu = parse_assumed_gpu("NVIDIA A10,8.6,24")
-    assert gpu.sm == 86 and gpu.total_bytes == 24 * GIB
-    with pytest.raises(SettingsError, match="NAME,CC,MEM_GIB"):
-        parse_assumed_gpu("A10")
-
-
-@pytest.mark.parametrize("spec", ["NVIDIA A10,8.6,24", "Tesla T4,7.5,16", "NVIDIA H200,9.0,141"])
-def test_print_config_json_without_loading_a_model(spec):
-    out = subprocess.run([sys.executable, "launch.py", "--print-config", "--json", "--assume-gpu", spec],
-                         cwd=ROOT, capture_output=True, text=True, timeout=120)
-    assert out.returncode == 0, out.stderr
-    data = json.loads(out.stdout)
-    assert set(data) >= {"gpu", "profile", "engine_args", "reasons"}
-    assert data["engine_args"]["enforce_eager"] is False
-    assert data["engine_args"]["kv_cache_memory_bytes"] < 0.85 * data["gpu"]["total_bytes"] / 10
-    assert all(data["reasons"][k] for k in data["engine_args"])
-
-
-def test_print_config_v100_says_what_to_install():
-    out = subprocess.run([sys.executable, "launch.py", "--print-config", "--assume-gpu", "Tesla V100,7.0,16"],
-                         cwd=ROOT, capture_output=True, text=True, timeout=120)
-    assert out.returncode == 2 and "cu129" in out.stderr and "Traceback" not in out.stderr
 
 
 def test_remote_plan_needs_no_card_and_takes_the_context_from_the_server():
