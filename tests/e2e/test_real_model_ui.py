@@ -30,7 +30,8 @@ RECORD_ANSWER_JS = """() => { window.__texts = [];
 
 @pytest.fixture(scope="module")
 def real_app(real_model_dir, tmp_path_factory):
-    with running_app(real_model_dir, tmp_path_factory.mktemp("real-ui"), "--temperature", "0",
+    # float32 everywhere: a CPU with bf16 would otherwise pick bf16, and greedy answers would differ.
+    with running_app(real_model_dir, tmp_path_factory.mktemp("real-ui"), "--temperature", "0", "--dtype", "float32",
                      "--max-model-len", "2048", "--max-tokens", "200") as app:
         yield app
 
@@ -113,6 +114,10 @@ def test_markdown_list_and_code_block_with_the_status_panel(open_page, shots_dir
     assert "def reverse_string" in code.inner_text()
     panel = page.inner_text("#side-view-content")
     assert "Engine:" in panel and "ready" in panel
+    # The chat scrolled the newest question to the top; scroll back so the picture shows both answers.
+    page.evaluate("""() => { for (const el of document.querySelectorAll('*')) {
+        const y = getComputedStyle(el).overflowY;
+        if ((y === 'auto' || y === 'scroll') && el.scrollHeight > el.clientHeight) el.scrollTop = 0; } }""")
     page.screenshot(path=str(shots_dir / "real-answer.png"))
 
 
