@@ -44,7 +44,8 @@ RECORD_JS = """() => { window.__events = []; window.__sent = null;
   document.querySelector('#chat-submit').addEventListener('click', () => { window.__sent = performance.now(); },
                                                           {capture: true});
   new MutationObserver(() => { const m = document.querySelectorAll('[data-step-type="assistant_message"]');
-    if (!m.length) return; const t = m[m.length - 1].innerText; const last = window.__events[window.__events.length - 1];
+    if (!m.length) return;
+    const t = m[m.length - 1].innerText, last = window.__events[window.__events.length - 1];
     if (!last || last[1] !== t) window.__events.push([performance.now(), t]); })
   .observe(document.body, {subtree: true, childList: true, characterData: true}); }"""
 
@@ -117,7 +118,8 @@ def summary(rows: list[dict]) -> dict:
     return {"stream_interval_ms": rows[0]["stream_interval_ms"], "answers": len(rows),
             "engine_chars_per_s": statistics.median(r["engine_chars_per_s"] for r in rows),
             "rendered_chars_per_s": statistics.median(r["rendered_chars_per_s"] for r in rows),
-            "rendered_vs_engine_median": round(statistics.median(ratios), 3), "rendered_vs_engine_min": round(min(ratios), 3),
+            "rendered_vs_engine_median": round(statistics.median(ratios), 3),
+            "rendered_vs_engine_min": round(min(ratios), 3),
             "engine_ttft_ms": statistics.median(r["engine_ttft_ms"] for r in rows),
             "app_ttft_ms": statistics.median(r["app_ttft_ms"] for r in rows),
             "send_to_first_char_ms": statistics.median(r["send_to_first_char_ms"] for r in rows),

@@ -91,7 +91,8 @@ def read_config(reader) -> dict:
         "rope_theta": float(field("llama.rope.freq_base")), "vocab_size": vocab,
         "tie_word_embeddings": tied, "hidden_act": "silu", "attention_bias": False, "mlp_bias": False,
         "bos_token_id": field("tokenizer.ggml.bos_token_id"), "eos_token_id": field("tokenizer.ggml.eos_token_id"),
-        "pad_token_id": field("tokenizer.ggml.padding_token_id") if "tokenizer.ggml.padding_token_id" in reader.fields else None,
+        "pad_token_id": (field("tokenizer.ggml.padding_token_id")
+                         if "tokenizer.ggml.padding_token_id" in reader.fields else None),
         "torch_dtype": "float32",
     }
 

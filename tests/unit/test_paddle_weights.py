@@ -8,7 +8,8 @@ from app.errors import ModelNotFoundError
 from app.model_source import resolve_model
 from app.settings import ModelSettings
 
-ONE_LINE = "holds PaddlePaddle weights (a -Paddle repo); vLLM needs the PyTorch ones: use --model baidu/ERNIE-4.5-0.3B-PT"
+ONE_LINE = ("holds PaddlePaddle weights (a -Paddle repo); vLLM needs the PyTorch ones: "
+            "use --model baidu/ERNIE-4.5-0.3B-PT")
 
 
 def write_safetensors(path, names):
