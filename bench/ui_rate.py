@@ -10,6 +10,7 @@ the answer, `performance.now()`), and reads the engine's own numbers for that re
 
 - rendered chars/s: the answer's characters / (last character on the page - first character on the page)
 - engine chars/s: the same characters / vLLM's decode time (first token to last token)
+- send -> first WebSocket message with streamed text, as the page's JavaScript receives it
 - send -> first character on the page (from the click on send) vs vLLM's time to first token; between
   them, the app's own time to first token from its stats line (10 ms steps) splits the difference into
   the app's engine path (app TTFT - engine TTFT) and the rest (page -> server -> handler, server -> page)
@@ -40,7 +41,7 @@ ENGINE_SERIES = ["vllm:time_to_first_token_seconds_sum", "vllm:time_to_first_tok
                  "vllm:request_decode_time_seconds_sum", "vllm:generation_tokens_total"]
 
 # The click on send and every change of the newest answer's text, timed by the page's own clock.
-RECORD_JS = """() => { window.__events = []; window.__sent = null;
+RECORD_JS = """() => { window.__events = []; window.__sent = null; window.__frames = [];
   document.querySelector('#chat-submit').addEventListener('click', () => { window.__sent = performance.now(); },
                                                           {capture: true});
   new MutationObserver(() => { const m = document.querySelectorAll('[data-step-type="assistant_message"]');
@@ -48,6 +49,18 @@ RECORD_JS = """() => { window.__events = []; window.__sent = null;
     const t = m[m.length - 1].innerText, last = window.__events[window.__events.length - 1];
     if (!last || last[1] !== t) window.__events.push([performance.now(), t]); })
   .observe(document.body, {subtree: true, childList: true, characterData: true}); }"""
+
+
+# When each streamed piece reached the page's JavaScript (a WebSocket message carrying Chainlit's
+# "stream_token" event), on the same clock: separates "late from the server" from "late to render".
+FRAMES_JS = """(() => { const Original = window.WebSocket; window.__frames = [];
+  function Timed(...args) { const ws = new Original(...args);
+    ws.addEventListener('message', e => { if (typeof e.data === 'string' && e.data.includes('"stream_token"'))
+      window.__frames.push(performance.now()); });
+    return ws; }
+  Timed.prototype = Original.prototype;
+  Object.assign(Timed, {CONNECTING: 0, OPEN: 1, CLOSING: 2, CLOSED: 3});
+  window.WebSocket = Timed; })();"""
 
 
 def engine_numbers(url: str) -> dict[str, float]:
@@ -69,6 +82,7 @@ def measure_answer(page, url: str, question: str, timeout: float = 300) -> dict:
     else:
         raise TimeoutError(f"no finished answer for {question!r}")
     sent = page.evaluate("window.__sent")
+    frames = [t for t in page.evaluate("window.__frames") if t >= sent]
     final = STATS.split(events[-1][1])[0].rstrip(" `\n")
     # The text as it grew (the stats line removed); the last character is on the page when it is whole.
     shown = [(t, STATS.split(text)[0].rstrip(" `\n")) for t, text in events]
@@ -85,7 +99,9 @@ def measure_answer(page, url: str, question: str, timeout: float = 300) -> dict:
     render_s = (last_char - first_char) / 1000
     return {"question": question, "chars": chars, "tokens": delta["vllm:generation_tokens_total"],
             "engine_ttft_ms": round(delta["vllm:time_to_first_token_seconds_sum"] * 1000, 1),
-            "app_ttft_ms": app_ttft_ms, "send_to_first_char_ms": round(first_char - sent, 1),
+            "app_ttft_ms": app_ttft_ms, "send_to_first_frame_ms": round(frames[0] - sent, 1) if frames else None,
+            "send_to_last_frame_ms": round(frames[-1] - sent, 1) if frames else None,
+            "send_to_first_char_ms": round(first_char - sent, 1), "send_to_last_char_ms": round(last_char - sent, 1),
             "engine_decode_s": round(decode_s, 3), "render_s": round(render_s, 3),
             "engine_chars_per_s": round(chars / decode_s, 1) if decode_s else None,
             "rendered_chars_per_s": round(chars / render_s, 1) if render_s else None,
@@ -100,6 +116,7 @@ def run_interval(model: Path, interval: int, rounds: int, browser) -> list[dict]
         for round_no in range(rounds):
             for question in QUESTIONS:
                 context = browser.new_context(viewport={"width": 1280, "height": 900})
+                context.add_init_script(FRAMES_JS)
                 page = context.new_page()
                 page.goto(app.url + "/")
                 page.wait_for_selector("#chat-input", timeout=30000)
@@ -122,6 +139,7 @@ def summary(rows: list[dict]) -> dict:
             "rendered_vs_engine_min": round(min(ratios), 3),
             "engine_ttft_ms": statistics.median(r["engine_ttft_ms"] for r in rows),
             "app_ttft_ms": statistics.median(r["app_ttft_ms"] for r in rows),
+            "send_to_first_frame_ms": statistics.median(r["send_to_first_frame_ms"] or 0 for r in rows),
             "send_to_first_char_ms": statistics.median(r["send_to_first_char_ms"] for r in rows),
             "first_char_lag_ms_median": round(statistics.median(lags), 1), "first_char_lag_ms_max": round(max(lags), 1),
             "rate_goal_met": min(ratios) >= 0.95, "first_char_goal_met": max(lags) <= 50}
