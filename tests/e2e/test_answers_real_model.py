@@ -1,10 +1,10 @@
 """Real answers in a real browser: SmolLM2-135M-Instruct (tests/real_model.py) behind `python launch.py`.
 
-Greedy decoding (--temperature 0), so every answer is the same on every run. The file name sorts before
-test_chat_ui.py on purpose: this module's app stops before that package-wide tiny-model app starts, so
-one engine runs at a time. These tests also take the
+Greedy decoding (--temperature 0), so every answer is the same on every run. These tests also take the
 README's pictures (ERNIE_CHAT_SCREENSHOTS=docs/screenshots): a real question and answer with a Markdown
 list and a code block, math rendered by KaTeX served by the app, the Chinese UI and the phone width.
+The file name sorts before test_chat_ui.py on purpose: this module's app stops before that package-wide
+tiny-model app starts, so one engine runs at a time.
 """
 import re
 import time
