@@ -52,10 +52,11 @@ RECORD_JS = """() => { window.__events = []; window.__sent = null; window.__fram
 
 
 # When each streamed piece reached the page's JavaScript (a WebSocket message carrying Chainlit's
-# "stream_token" event), on the same clock: separates "late from the server" from "late to render".
+# "stream_start", which brings the first piece, or "stream_token"), on the page's clock: separates
+# "late from the server" from "late to render".
 FRAMES_JS = """(() => { const Original = window.WebSocket; window.__frames = [];
   function Timed(...args) { const ws = new Original(...args);
-    ws.addEventListener('message', e => { if (typeof e.data === 'string' && e.data.includes('"stream_token"'))
+    ws.addEventListener('message', e => { if (typeof e.data === 'string' && /"stream_(start|token)"/.test(e.data))
       window.__frames.push(performance.now()); });
     return ws; }
   Timed.prototype = Original.prototype;
