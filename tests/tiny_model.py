@@ -1,5 +1,7 @@
 """Build a tiny random ERNIE-shaped model and tokenizer in seconds: ``python tests/tiny_model.py OUT_DIR``.
 
+``--real-files`` builds it with ERNIE's real tokenizer file set instead (see build_real_files).
+
 Same architecture class as ERNIE-4.5-0.3B-PT (``Ernie4_5ForCausalLM``) with 2 layers, hidden 128 and head_dim 64 (the smallest the CPU attention kernels take), a small
 byte-level BPE tokenizer carrying ERNIE's special tokens, and the real chat template and generation
 defaults (tests/data/ernie-4.5-0.3b, copied from the real model files). About 2 MB; random weights, so
@@ -67,6 +69,56 @@ def build(out_dir: str | Path, hidden_size: int = 128, layers: int = 2, max_posi
     return out
 
 
+# ERNIE's tokens that its SentencePiece model itself holds (the rest come from added_tokens.json).
+SENTENCEPIECE_SPECIALS = ["<|begin_of_sentence|>", "<|end_of_sentence|>", "<mask:1>", "<mask:4>", "<mask:5>",
+                          "<mask:6>", "<mask:7>"]
+
+
+def build_sentencepiece(out: Path, vocab_size: int = 600) -> None:
+    """ERNIE's real tokenizer file set around a SentencePiece model trained here in a fraction of a second.
+
+    The real repo ships tokenizer.model plus tokenizer_config.json (naming the hub class
+    ``Ernie4_5_Tokenizer``, with the chat template), special_tokens_map.json and added_tokens.json; those
+    three are the real files. transformers 5 loads the set without remote code (it builds a fast tokenizer
+    from the SentencePiece model). Identity normalization, no dummy prefix and byte fallback keep "\n"
+    and Chinese text byte-exact through encode/decode, as the chat template needs.
+    """
+    import io
+
+    import sentencepiece as spm
+
+    model = io.BytesIO()
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter(CORPUS * 20), model_writer=model, vocab_size=vocab_size, model_type="bpe",
+        unk_id=0, bos_id=1, eos_id=2, pad_id=-1, user_defined_symbols=SENTENCEPIECE_SPECIALS,
+        byte_fallback=True, character_coverage=1.0, normalization_rule_name="identity",
+        remove_extra_whitespaces=False, add_dummy_prefix=False, allow_whitespace_only_pieces=True, minloglevel=2)
+    (out / "tokenizer.model").write_bytes(model.getvalue())
+    for name in ("tokenizer_config.json", "special_tokens_map.json", "added_tokens.json"):
+        shutil.copy(REAL_FILES / name, out / name)
+
+
+def build_real_files(out_dir: str | Path, hidden_size: int = 128, layers: int = 2) -> Path:
+    """The tiny random ERNIE with ERNIE's real tokenizer file set (no tokenizer.json): what a download of
+    baidu/ERNIE-4.5-0.3B-PT puts on disk, in miniature."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    build_sentencepiece(out)
+    tokenizer = AutoTokenizer.from_pretrained(out)
+    real = json.loads((REAL_FILES / "config.json").read_text())
+    config = AutoConfig.for_model(**{
+        **real, "hidden_size": hidden_size, "intermediate_size": hidden_size * 2, "num_hidden_layers": layers,
+        "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 64,
+        "vocab_size": ((len(tokenizer) + 63) // 64) * 64, "max_position_embeddings": 4096})
+    torch.manual_seed(0)
+    AutoModelForCausalLM.from_config(config).to(torch.bfloat16).save_pretrained(out)
+    shutil.copy(REAL_FILES / "generation_config.json", out / "generation_config.json")
+    return out
+
+
 def build_full_size(out_dir: str | Path) -> Path:
     """ERNIE-4.5-0.3B-PT's real shape (18 layers, hidden 1024, vocab 103424) with random weights.
 
@@ -97,6 +149,7 @@ def build_full_size(out_dir: str | Path) -> Path:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) not in (2, 3) or (len(sys.argv) == 3 and sys.argv[2] != "--full-size"):
-        sys.exit("usage: python tests/tiny_model.py OUT_DIR [--full-size]")
-    print(build_full_size(sys.argv[1]) if len(sys.argv) == 3 else build(sys.argv[1]))
+    variants = {"--full-size": build_full_size, "--real-files": build_real_files}
+    if len(sys.argv) not in (2, 3) or (len(sys.argv) == 3 and sys.argv[2] not in variants):
+        sys.exit("usage: python tests/tiny_model.py OUT_DIR [--full-size | --real-files]")
+    print(variants[sys.argv[2]](sys.argv[1]) if len(sys.argv) == 3 else build(sys.argv[1]))
