@@ -15,16 +15,25 @@ import asyncio
 import hmac
 import logging
 import time
-from typing import Any, Coroutine, Optional
+from collections.abc import Coroutine
+from typing import Any, Optional
 
 import chainlit as cl
 from chainlit.input_widget import Slider, TextInput
 
-from app.conversation import (ChatTemplate, Message, chat_defaults, clamp_sampling, clean_message, fit_to_context,
-                              max_tokens_cap, stats_line_values)
+from app.conversation import (
+    ChatTemplate,
+    Message,
+    chat_defaults,
+    clamp_sampling,
+    clean_message,
+    fit_to_context,
+    max_tokens_cap,
+    stats_line_values,
+)
 from app.engine import START_STEPS, EngineState, EngineStatus
 from app.errors import EngineUnavailable, PromptTooLongError, RequestRefused
-from app.i18n import STARTERS, lang_of, t
+from app.i18n import STARTERS, t
 from app.login_guard import new_login_id
 from app.markdown_guard import limit_nesting
 from app.runtime import Runtime, current_runtime

@@ -9,8 +9,9 @@ import argparse
 import sys
 import types
 import typing
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Optional, Sequence
+from typing import Any, Optional
 
 from pydantic import SecretStr, ValidationError
 from pydantic.fields import FieldInfo

@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Optional
+from typing import Any, Optional
 
 from app.errors import PromptTooLongError
 from app.settings import SAMPLING_BOUNDS, Bound, ChatSettings
@@ -108,7 +109,8 @@ def fit_to_context(system_prompt: str, history: list[Message], user_text: str, m
             break
         # The estimate was short by (max_tokens - room): leave out at least that much more.
         short, start = max_tokens - room, dropped
-        dropped = _fewest_to_drop(len(history), lambda d: d > start and suffix[start] - suffix[d] >= short)
+        dropped = _fewest_to_drop(len(history),
+                                  lambda d, start=start, short=short: d > start and suffix[start] - suffix[d] >= short)
     return _answer_budget(ids, dropped, max_model_len, max_tokens)
 
 

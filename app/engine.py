@@ -19,9 +19,10 @@ import logging
 import threading
 import time
 import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any, AsyncIterator, Awaitable, Callable, Optional
+from typing import Any, Optional
 
 from app.engine_protocol import Delta, Engine, EngineFactory
 from app.errors import EngineDied, EngineStartError, EngineUnavailable, ErnieChatError, one_line
@@ -291,7 +292,8 @@ class EngineHost:
         sampled = {"max_tokens": 2, "temperature": 0.8, "top_p": 0.8, "seed": 0}
         most = int(plan.engine_args.get("max_num_seqs") or 1) if plan.device != "cpu" else 1
         for batch in [1] + [n for n in WARMUP_BATCHES if n <= most]:
-            await asyncio.gather(*(self._drain(self._raw_stream([1, 2, 3, 4], sampled, f"warmup-{uuid.uuid4().hex[:8]}"))
+            await asyncio.gather(*(self._drain(self._raw_stream([1, 2, 3, 4], sampled,
+                                                                f"warmup-{uuid.uuid4().hex[:8]}"))
                                    for _ in range(batch)))
 
     @staticmethod

@@ -6,8 +6,9 @@ machine that only talks to a remote server never imports vLLM, and a new engine 
 """
 from __future__ import annotations
 
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
-from typing import Any, AsyncIterator, Callable, Optional, Protocol
+from typing import Any, Optional, Protocol
 
 from app.errors import EngineDied, RequestRefused  # noqa: F401  (what generate() may raise)
 from app.profiles import EnginePlan

@@ -8,8 +8,9 @@ from __future__ import annotations
 import importlib.metadata
 import os
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
-from typing import Mapping, Optional, Sequence
+from typing import Optional
 
 from app.errors import SettingsError
 

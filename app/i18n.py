@@ -49,7 +49,8 @@ STRINGS: dict[str, dict[str, str]] = {
     "zh": {
         "empty": "消息为空。请输入问题后再发送。",
         "too_many_chars": "消息有 {chars:,} 个字符，上限为 {limit:,}。请缩短后再发送。",
-        "too_long": "仅这条消息就有 {tokens:,} 个 token，而模型上下文只能容纳 {limit:,}。未做任何截断：请缩短或分段发送。",
+        "too_long": "仅这条消息就有 {tokens:,} 个 token，而模型上下文只能容纳 {limit:,}。"
+                    "未做任何截断：请缩短或分段发送。",
         "dropped": "对话已超过模型上下文（{limit:,} token）：最早的 {turns} 条消息不再提供给模型，但仍显示在页面上。",
         "shortened": "为适应上下文，本次回答长度上限调整为 {tokens} 个 token。",
         "queued": "排队中：前面还有 {position} 个请求。空出位置后立即开始回答。",
@@ -61,7 +62,8 @@ STRINGS: dict[str, dict[str, str]] = {
         "settings_fixed": "设置 {name} = {value} 超出范围 {low}..{high}；已使用 {used}。",
         "status_title": "状态",
         "regenerate": "重新生成",
-        "too_many_waiting": "本对话已有 {limit} 个回答正在生成或排队，这条消息未被回答。它仍保留在对话中：待其中一个完成后，可编辑它重新发送。",
+        "too_many_waiting": "本对话已有 {limit} 个回答正在生成或排队，这条消息未被回答。"
+                            "它仍保留在对话中：待其中一个完成后，可编辑它重新发送。",
         "sanitized": "已移除消息中的控制字符。",
         "panel_remote": "远程 vLLM 服务",
         "panel_card": "显卡",

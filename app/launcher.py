@@ -9,8 +9,9 @@ import json
 import logging
 import socket
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Optional
 
 from app.cli import Command, parse_command
 from app.errors import ErnieChatError, InsecureBindError, PortInUseError

@@ -13,8 +13,9 @@ import logging
 import math
 import time
 from collections import OrderedDict
+from collections.abc import Callable
 from http.cookies import CookieError, SimpleCookie
-from typing import Callable, Optional
+from typing import Optional
 
 log = logging.getLogger("ernie_chat.login")
 AUTH_COOKIE = "access_token"  # Chainlit's default name (CHAINLIT_AUTH_COOKIE_NAME); long tokens are split into _0, _1

@@ -9,9 +9,10 @@ import json
 import os
 import struct
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Optional
 
 from app.engine import StartStep
 from app.errors import ModelNotFoundError
@@ -72,7 +73,7 @@ def resolve_model(settings: ModelSettings, progress: Callable[[str], None] = lam
     if local is not None:
         return str(local)
     from huggingface_hub import snapshot_download
-    from huggingface_hub.errors import (GatedRepoError, LocalEntryNotFoundError, RepositoryNotFoundError)
+    from huggingface_hub.errors import GatedRepoError, LocalEntryNotFoundError, RepositoryNotFoundError
 
     offline = is_offline(settings)
     progress("looking in the local cache" if offline else f"downloading {settings.model} (first run only)")

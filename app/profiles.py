@@ -12,8 +12,9 @@ CUDA graphs 0.22; KV cache 18.4 KB per token.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Mapping, Optional, Sequence
+from typing import Any, Optional
 
 from app.errors import InsufficientMemoryError, SettingsError, UnsupportedHardwareError
 from app.hardware import (
@@ -43,7 +44,7 @@ class ModelShape:
     max_position_embeddings: int = 131072
 
     @classmethod
-    def from_config(cls, config: Mapping[str, Any]) -> "ModelShape":
+    def from_config(cls, config: Mapping[str, Any]) -> ModelShape:
         hidden = int(config["hidden_size"])
         heads = int(config["num_attention_heads"])
         layers = int(config["num_hidden_layers"])

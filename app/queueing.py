@@ -8,7 +8,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections import deque
-from typing import AsyncIterator, Awaitable, Callable, Optional
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Optional
 
 PositionCallback = Callable[[int], Awaitable[None]]
 

@@ -122,7 +122,7 @@ class ServerSettings(BaseSettings):
         return value
 
     @model_validator(mode="after")
-    def _token_from_file(self) -> "ServerSettings":
+    def _token_from_file(self) -> ServerSettings:
         if self.auth_token_file is not None and self.auth_token is None:
             self.auth_token = SecretStr(read_token_file(self.auth_token_file))
         return self

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import json
 import logging
-from enum import Enum
 import os
 import sys
+from enum import Enum
 from pathlib import Path
 from typing import Optional
 

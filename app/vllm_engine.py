@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import inspect
 import os
-from typing import Any, AsyncIterator, Optional
+from collections.abc import AsyncIterator
+from typing import Any, Optional
 
 from app.engine_protocol import Delta, EngineDied
 from app.errors import one_line

@@ -81,7 +81,7 @@ class GuardPolicy:
     extra_host_names: frozenset[str] = field(default_factory=frozenset)
 
     @classmethod
-    def from_settings(cls, server) -> "GuardPolicy":
+    def from_settings(cls, server) -> GuardPolicy:
         extra = frozenset(machine_names()) if server.host in WILDCARD_BINDS else frozenset()
         return cls(bound_host=server.host, allowed_hosts=_split_list(server.allowed_hosts),
                    allowed_origins=tuple(o.rstrip("/") for o in _split_list(server.allowed_origins)),

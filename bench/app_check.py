@@ -1,6 +1,6 @@
 """One real run of the whole app, as a user starts it, recorded for a report.
 
-    python bench/app_check.py --model DIR --out DIR
+    python -m bench.app_check --model DIR --out DIR
 
 Launches `python launch.py` on a pseudo-terminal (so the start progress bar is drawn), records /healthz,
 /readyz and `launch.py check` while loading and when ready, chats through /v1 (one long answer, then 12
@@ -22,9 +22,7 @@ from pathlib import Path
 
 import httpx
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from tests.helpers import LaunchedApp, get, metric_value  # noqa: E402
+from tests.helpers import LaunchedApp, get, metric_value
 
 SERIES = ("ernie_chat_gpu_memory_used_bytes", "ernie_chat_gpu_memory_peak_bytes", "vllm:kv_cache_usage_perc",
           "ernie_chat_generated_tokens_total", "ernie_chat_active_requests")
@@ -117,7 +115,8 @@ def main() -> int:
     print(f"check: loading -> {report['check_loading']!r}; ready -> {report['check_ready']!r}; "
           f"stopped -> {report['check_stopped']!r} (exit {report['exit_code']} after {report['stop_s']} s)")
     print(f"GPU memory (NVML via /metrics): after load {gib(m_load['ernie_chat_gpu_memory_used_bytes'])}, "
-          f"peak while answering {gib(m_end['ernie_chat_gpu_memory_peak_bytes'])}; nvidia-smi {report['gpu_after_chats']}")
+          f"peak while answering {gib(m_end['ernie_chat_gpu_memory_peak_bytes'])}; "
+          f"nvidia-smi {report['gpu_after_chats']}")
     print(f"one answer: {single['pieces']} pieces in {single['seconds']} s (TTFT {single['ttft_s']} s)")
     return 0 if report["exit_code"] == 0 else 1
 

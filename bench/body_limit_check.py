@@ -1,6 +1,6 @@
 """The app's memory while a 300 MB request body arrives, with the body limit and without it (issue 16).
 
-    python bench/body_limit_check.py --model DIR [--mb 300]
+    python -m bench.body_limit_check --model DIR [--mb 300]
 
 Launches `python launch.py` twice on the tiny model: first with --max-body-bytes 1073741824 (1 GiB: the
 300 MB body is read, as before the limit existed), then with the default limit. Each time it sends a
@@ -20,9 +20,7 @@ from pathlib import Path
 
 import psutil
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from tests.helpers import LaunchedApp  # noqa: E402
+from tests.helpers import LaunchedApp
 
 MB = 2**20
 
@@ -48,7 +46,7 @@ def send(port: int, size: int, chunked: bool) -> str:
                     view = view[sent:]
                 except BlockingIOError:
                     if _answered(sock):
-                        raise StopIteration
+                        raise StopIteration from None
                     time.sleep(0.001)
         if chunked:
             sock.sendall(b"0\r\n\r\n")

@@ -1,8 +1,8 @@
 """Benchmark the project's own EngineHost per profile: start time, GPU memory, TTFT, decode, aggregate.
 
-    python bench/engine_bench.py --model DIR [--profiles auto,tutorial-a100,...] [--rounds 2] [--out results.jsonl]
-    python bench/engine_bench.py --table results.jsonl [more.jsonl ...]   # the rows as a Markdown table
-    python bench/engine_bench.py --build-model DIR   # random-weight model of the real ERNIE-4.5-0.3B config
+    python -m bench.engine_bench --model DIR [--profiles auto,tutorial-a100,...] [--rounds 2] [--out results.jsonl]
+    python -m bench.engine_bench --table results.jsonl [more.jsonl ...]   # the rows as a Markdown table
+    python -m bench.engine_bench --build-model DIR   # random-weight model of the real ERNIE-4.5-0.3B config
 
 Profiles run interleaved (a, b, c, a, b, c, ...) so drift on a noisy machine hits them alike; compare
 only numbers from one run. Each profile is planned by app.profiles for the card NVML reports, started
@@ -17,20 +17,17 @@ import json
 import os
 import random
 import statistics
-import sys
 import threading
 import time
 from dataclasses import replace
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from app.engine import EngineHost  # noqa: E402
-from app.hardware import detect_vllm_build, gpu_memory_used, probe_gpus  # noqa: E402
-from app.profiles import ModelShape, plan_engine  # noqa: E402
-from app.settings import EngineSettings  # noqa: E402
-from app.telemetry import AppMetrics  # noqa: E402
-from app.vllm_engine import create_vllm_engine  # noqa: E402
+from app.engine import EngineHost
+from app.hardware import detect_vllm_build, gpu_memory_used, probe_gpus
+from app.profiles import ModelShape, plan_engine
+from app.settings import EngineSettings
+from app.telemetry import AppMetrics
+from app.vllm_engine import create_vllm_engine
 
 REAL_CONFIG = Path(__file__).resolve().parent.parent / "tests" / "data" / "ernie-4.5-0.3b" / "config.json"
 PROMPT_TOKENS = 128

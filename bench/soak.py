@@ -1,6 +1,6 @@
 """Soak: chats at a steady rate against `python launch.py` (real engine), for a duration.
 
-    python bench/soak.py --duration 1200 --rate 60 --concurrency 4 [--url http://127.0.0.1:8000 --pid PID]
+    python -m bench.soak --duration 1200 --rate 60 --concurrency 4 [--url http://127.0.0.1:8000 --pid PID]
 
 Without --url it builds the tiny test model and launches the app itself. Requests go through the app's
 OpenAI-compatible route (the same template, queue and engine path as the UI). Fails (exit 1) on any failed
@@ -21,8 +21,6 @@ from pathlib import Path
 
 import httpx
 import psutil
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 PROMPTS = ["请用三句话解释量子纠缠，要求通俗易懂", "Write a short poem about the sea.", "你好", "What is a KV cache?",
            "Explain recursion to a child.", "列出三种水果。"]
@@ -46,7 +44,7 @@ def tree_rss(pid: int) -> int:
 
 async def one_chat(client: httpx.AsyncClient, url: str, rng: random.Random, stats: dict) -> None:
     history = [{"role": "user", "content": rng.choice(PROMPTS)}]
-    for turn in range(rng.randint(1, 3)):  # multi-turn: history grows like a real chat
+    for _turn in range(rng.randint(1, 3)):  # multi-turn: history grows like a real chat
         body = {"messages": history, "max_tokens": rng.choice([16, 64, 128]), "stream": True}
         start = time.perf_counter()
         text, ok = [], False

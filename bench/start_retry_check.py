@@ -1,6 +1,6 @@
 """A real out-of-memory start on a GPU, and the app's one retry with half the KV cache.
 
-    python bench/start_retry_check.py --model DIR --out DIR --kv-gib 100 --hog-gib 60
+    python -m bench.start_retry_check --model DIR --out DIR --kv-gib 100 --hog-gib 60
 
 Launches `python launch.py --kv-cache-memory-bytes KV` (the plan checks free memory at that moment and
 accepts), then, once the app is loading, another process takes --hog-gib of the card, as a second
@@ -18,9 +18,7 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from tests.helpers import LaunchedApp, get  # noqa: E402
+from tests.helpers import LaunchedApp, get
 
 HOG = ("import sys, time, torch; x = torch.empty(int(float(sys.argv[1]) * 2**30), dtype=torch.uint8, "
        "device='cuda'); print('holding', sys.argv[1], 'GiB', flush=True); time.sleep(3600)")

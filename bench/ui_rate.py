@@ -1,6 +1,6 @@
 """What the user sees vs what the engine makes: text rate on the page against the engine's, in one run.
 
-    python bench/ui_rate.py [--model DIR] [--intervals 50,0] [--rounds 2] [--out results.jsonl]
+    python -m bench.ui_rate [--model DIR] [--intervals 50,0] [--rounds 2] [--out results.jsonl]
 
 Launches `python launch.py` (greedy, the real SmolLM2-135M-Instruct from tests/real_model.py unless
 --model is given) once per --stream-interval-ms value, opens the chat in Chromium and asks each question.
@@ -28,9 +28,7 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from tests.helpers import CHROMIUM_ARGS, get, metric_value, running_app  # noqa: E402
+from tests.helpers import CHROMIUM_ARGS, get, metric_value, running_app
 
 QUESTIONS = ["Show me how to reverse a string in Python.", "List three fruits.",
              "Write a Python function that checks if a number is prime.", "Write a short poem about the sea."]

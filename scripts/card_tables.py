@@ -111,7 +111,7 @@ def tables() -> dict[str, str]:
               "|---|---|---|---|---|---|---|"]
     profiles = ["| family (examples) | sm | dtype | graphs | context / KV / planned GPU memory | tutorial line | "
                 "what differs and why |", "|---|---|---|---|---|---|---|"]
-    for card, (plan, stderr), line in zip(CARDS, plans, lines):
+    for card, (plan, stderr), line in zip(CARDS, plans, lines, strict=True):
         sm = card.spec.split(",")[1].replace(".", "")
         tutorial = f"{card.tutorial}: {describe_line(line['engine_args'])}" if line else "-"
         if plan is None:  # refused: the default CUDA 13 wheels on a V100
@@ -143,7 +143,7 @@ def write(generated: dict[str, str]) -> None:
         pattern = re.compile(rf"<!-- card-table:{name} .*?<!-- /card-table:{name} -->", re.S)
         if not pattern.search(text):
             raise SystemExit(f"{path}: no <!-- card-table:{name} ... --> markers")
-        path.write_text(pattern.sub(lambda _: marked(name, generated[name]), text))
+        path.write_text(pattern.sub(lambda _, name=name: marked(name, generated[name]), text))
 
 
 def main() -> None:

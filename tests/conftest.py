@@ -59,15 +59,16 @@ def caller_loop():
 @pytest.fixture(scope="session")
 def engine_host(tiny_model_dir, caller_loop):
     """One real vLLM CPU engine (tiny model) for the whole session, through the app's own EngineHost."""
+    import json
+
     from transformers import AutoTokenizer
 
     from app.engine import EngineHost
     from app.hardware import VllmBuild
-    from app.vllm_engine import create_vllm_engine
     from app.profiles import ModelShape, plan_engine
     from app.settings import EngineSettings
     from app.telemetry import AppMetrics
-    import json
+    from app.vllm_engine import create_vllm_engine
 
     shape = ModelShape.from_config(json.loads((tiny_model_dir / "config.json").read_text()))
     plan = plan_engine(EngineSettings(max_model_len=1024, max_concurrent_chats=4), [],

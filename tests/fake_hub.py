@@ -34,7 +34,7 @@ class FakeHub:
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
 
-    def __enter__(self) -> "FakeHub":
+    def __enter__(self) -> FakeHub:
         threading.Thread(target=self._server.serve_forever, daemon=True).start()
         return self
 

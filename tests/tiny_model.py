@@ -2,10 +2,11 @@
 
 ``--real-files`` builds it with ERNIE's real tokenizer file set instead (see build_real_files).
 
-Same architecture class as ERNIE-4.5-0.3B-PT (``Ernie4_5ForCausalLM``) with 2 layers, hidden 128 and head_dim 64 (the smallest the CPU attention kernels take), a small
-byte-level BPE tokenizer carrying ERNIE's special tokens, and the real chat template and generation
-defaults (tests/data/ernie-4.5-0.3b, copied from the real model files). About 2 MB; random weights, so
-answers are gibberish, but every code path (templating, streaming, stop, context limits) is the real one.
+Same architecture class as ERNIE-4.5-0.3B-PT (``Ernie4_5ForCausalLM``) with 2 layers, hidden 128 and
+head_dim 64 (the smallest the CPU attention kernels take), a small byte-level BPE tokenizer carrying
+ERNIE's special tokens, and the real chat template and generation defaults (tests/data/ernie-4.5-0.3b,
+copied from the real model files). About 2 MB; random weights, so answers are gibberish, but every code
+path (templating, streaming, stop, context limits) is the real one.
 """
 from __future__ import annotations
 

@@ -41,7 +41,8 @@ def test_editing_a_message_drops_the_turns_after_it_from_the_prompt(page_for, se
     edit_message(page, 0, "What is the sea?")
     # The page now holds one question and one answer; the new answer's prompt is the first one again.
     deadline = time.time() + 60
-    while time.time() < deadline and (user_messages(page).count() != 1 or not STATS_EN.findall(page.inner_text("body"))):
+    while time.time() < deadline and (user_messages(page).count() != 1
+                                      or not STATS_EN.findall(page.inner_text("body"))):
         time.sleep(0.2)
     edited_prompt = int(wait_stats(page, 1)[0])
     assert user_messages(page).count() == 1

@@ -13,8 +13,8 @@ TOKEN = "test-token-1234567890"
 
 def post(url, body, token=None, timeout=60):
     data = json.dumps(body).encode() if not isinstance(body, bytes) else body
-    request = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json",
-                                                              **({"Authorization": f"Bearer {token}"} if token else {})})
+    auth = {"Authorization": f"Bearer {token}"} if token else {}
+    request = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json", **auth})
     try:
         with urllib.request.urlopen(request, timeout=timeout) as r:
             return r.status, json.loads(r.read())

@@ -4,7 +4,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 
 import psutil
 import pytest

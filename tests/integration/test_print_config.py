@@ -38,7 +38,7 @@ def tutorial_lines():
             continue
         profile, spec = LINE_CARDS[cells[0].split()[0]]
         args = dict(common)
-        for name, cell in zip(header[1:], cells[1:]):
+        for name, cell in zip(header[1:], cells[1:], strict=True):
             if cell.startswith("(") or cell.startswith("**not"):
                 continue  # not on the command line: vLLM's default
             args[name] = (True if cell == "yes" else int(cell) if cell.isdigit() else

@@ -116,7 +116,7 @@ def test_stopping_an_answer_aborts_it_on_the_server(remote_app, server):
     """The client going away (stop pressed, page closed) must free the server's slot, not only ours."""
     import http.client
 
-    for attempt in range(3):  # the random tiny model may end an answer by itself before we stop it
+    for _attempt in range(3):  # the random tiny model may end an answer by itself before we stop it
         conn = http.client.HTTPConnection("127.0.0.1", remote_app.port, timeout=60)
         conn.request("POST", "/v1/chat/completions", json.dumps(
             {"messages": [{"role": "user", "content": "tell me a long story"}], "max_tokens": 3000, "stream": True}),

@@ -44,7 +44,7 @@ def test_history_fits_without_dropping():
 
 def test_oldest_turns_are_dropped_in_pairs_when_too_long():
     history = []
-    for i in range(10):
+    for _ in range(10):
         history += [{"role": "user", "content": "u" * 50}, {"role": "assistant", "content": "a" * 50}]
     fitted = fit_to_context("sys", history, "question", 400, 100, encode_chars)
     assert fitted.dropped_messages > 0 and fitted.dropped_messages % 2 == 0

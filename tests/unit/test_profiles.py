@@ -203,7 +203,8 @@ def test_smaller_kv_retry_halves_the_budget():
     plan = plan_engine(EngineSettings(), [card("NVIDIA A10", "8.6", 22.5)], CUDA13, ERNIE)
     smaller = with_smaller_kv(plan)
     assert smaller.engine_args["kv_cache_memory_bytes"] == plan.engine_args["kv_cache_memory_bytes"] // 2
-    assert smaller.engine_args["max_model_len"] * ERNIE.kv_bytes_per_token() <= smaller.engine_args["kv_cache_memory_bytes"]
+    kv_needed = smaller.engine_args["max_model_len"] * ERNIE.kv_bytes_per_token()
+    assert kv_needed <= smaller.engine_args["kv_cache_memory_bytes"]
 
 
 def test_smaller_kv_retry_also_asks_vllm_for_a_smaller_share_of_the_card():
@@ -215,7 +216,8 @@ def test_smaller_kv_retry_also_asks_vllm_for_a_smaller_share_of_the_card():
     old_share, new_share = plan.engine_args["gpu_memory_utilization"], smaller.engine_args["gpu_memory_utilization"]
     assert new_share * h200.total_bytes >= smaller.planned_bytes  # still covers the plan
     assert new_share < old_share - 0.3  # ~50 GiB less of a 140 GiB card
-    mine = plan_engine(EngineSettings(kv_cache_memory_bytes=40 * GIB, gpu_memory_utilization=0.5), [h200], CUDA13, ERNIE)
+    mine = plan_engine(EngineSettings(kv_cache_memory_bytes=40 * GIB, gpu_memory_utilization=0.5), [h200],
+                       CUDA13, ERNIE)
     assert with_smaller_kv(mine).engine_args["gpu_memory_utilization"] == 0.5  # the user's own share stays
 
 

@@ -76,7 +76,8 @@ def test_allowed_requests_pass():
     assert refusal("websocket", path="/ws/socket.io/", origin="http://127.0.0.1:8000") is None
     assert refusal(method="POST", path="/v1/chat/completions",
                    content_type="application/json; charset=utf-8", content_length="1000") is None
-    assert refusal(method="POST", path="/v1/chat/completions", content_type="application/json") is None  # no Origin: a script
+    # no Origin: a script
+    assert refusal(method="POST", path="/v1/chat/completions", content_type="application/json") is None
 
 
 def run_guarded(body_chunks, policy=LOCAL):
