@@ -286,15 +286,19 @@ class EngineHost:
         JIT-compiles a Triton top-p kernel the first time it samples a batch of 8 or more requests,
         once per batch-size class (Triton specialises on "divisible by 16"); on an H200 that added
         1.5 s to the first token of 12 concurrent chats. So: one request, then a batch of 8, then 16
-        when the plan allows that many, all sampled the way chats are (temperature, top_p < 1). The CPU
-        build has no Triton (vLLM samples with plain torch there): one request is all it needs.
+        when the plan allows that many, all sampled the way chats are (temperature, top_p < 1, and no
+        seed: a seeded warm-up left the unseeded path cold, and the first chat on the CPU waited 1.85 s
+        for its first token where later ones took 0.014 s). A seeded request rides along in the first
+        round for /v1 clients that send a seed. The CPU build has no Triton (vLLM samples with plain torch
+        there): that first round is all it needs.
         """
-        sampled = {"max_tokens": 2, "temperature": 0.8, "top_p": 0.8, "seed": 0}
+        sampled = {"max_tokens": 2, "temperature": 0.8, "top_p": 0.8}
         most = int(plan.engine_args.get("max_num_seqs") or 1) if plan.device != "cpu" else 1
         for batch in [1] + [n for n in WARMUP_BATCHES if n <= most]:
-            await asyncio.gather(*(self._drain(self._raw_stream([1, 2, 3, 4], sampled,
+            rounds = [sampled] * batch + ([{**sampled, "seed": 0}] if batch == 1 else [])
+            await asyncio.gather(*(self._drain(self._raw_stream([1, 2, 3, 4], params,
                                                                 f"warmup-{uuid.uuid4().hex[:8]}"))
-                                   for _ in range(batch)))
+                                   for params in rounds))
 
     @staticmethod
     async def _drain(stream: AsyncIterator[Delta]) -> None:

@@ -170,7 +170,7 @@ def test_warm_up_samples_a_batch_of_eight_like_chats_do_before_ready():
             seen["calls"] += 1
             seen["in_flight"] += 1
             seen["most"] = max(seen["most"], seen["in_flight"])
-            seen["params"].append((sampling["temperature"], sampling["top_p"]))
+            seen["params"].append((sampling["temperature"], sampling["top_p"], sampling.get("seed")))
             await asyncio.sleep(0.05)
             seen["in_flight"] -= 1
             async for out in super().generate(token_ids, sampling, request_id):
@@ -178,8 +178,11 @@ def test_warm_up_samples_a_batch_of_eight_like_chats_do_before_ready():
 
     host, fatal = start(lambda path, plan: CountingEngine(plan))
     assert host.status.ready_seconds is not None and not fatal
-    assert seen["calls"] == 1 + 8 and seen["most"] == 8  # max_num_seqs 12: one request, then 8 at once
-    assert all(t > 0 and p < 1 for t, p in seen["params"])  # sampled, so the top-p path runs
+    # max_num_seqs 12: a chat-like request and a seeded one, then 8 at once
+    assert seen["calls"] == 2 + 8 and seen["most"] == 8
+    assert all(t > 0 and p < 1 for t, p, _ in seen["params"])  # sampled, so the top-p path runs
+    # Chats send no seed: the unseeded path is the one warmed for them (a seeded-only warm-up left it cold).
+    assert [seed for _, _, seed in seen["params"]].count(None) == 9
 
 
 def test_chats_are_fitted_to_the_context_of_the_plan_that_started():
@@ -202,8 +205,9 @@ def test_chats_are_fitted_to_the_context_of_the_plan_that_started():
     assert runtime.max_model_len == 16384 == host.plan.engine_args["max_model_len"]
 
 
-def test_cpu_warm_up_is_one_request():
-    """The CPU build samples without Triton: no batch to compile for, so start-up pays for one request only."""
+def test_cpu_warm_up_is_one_round():
+    """The CPU build samples without Triton: no batch to compile for, so start-up pays for one round only
+    (a chat-like request, and a seeded one beside it)."""
     calls = []
 
     class CountingEngine(FakeEngine):
@@ -215,4 +219,4 @@ def test_cpu_warm_up_is_one_request():
     cpu = EnginePlan(profile="cpu", device="cpu", gpu=None, reasons={},
                      engine_args={"max_model_len": 4096, "max_num_seqs": 12})
     host, fatal = start(lambda path, plan: CountingEngine(plan), plan=cpu)
-    assert host.status.ready_seconds is not None and not fatal and len(calls) == 1
+    assert host.status.ready_seconds is not None and not fatal and len(calls) == 2
