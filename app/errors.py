@@ -42,3 +42,7 @@ class InsecureBindError(ErnieChatError):
 
 class PromptTooLongError(ErnieChatError):
     """One message alone does not fit the model's context."""
+
+
+class HistoryDatabaseError(ErnieChatError):
+    """The chat database cannot be used as it is (e.g. written by a newer ernie-chat); nothing was changed."""
