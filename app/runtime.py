@@ -63,6 +63,7 @@ class Runtime:
     tokenizer: Any = None  # transformers tokenizer, loaded with the model
     generation_defaults: dict[str, Any] = field(default_factory=dict)
     gpu_memory: Optional[GpuMemoryWatch] = None
+    history: Any = None  # app.history.HistoryStore when chats are kept (app/chat_history.py); None with --no-history
     started_at: float = field(default_factory=time.time)
     exit_code: int = 0
 
