@@ -122,7 +122,7 @@ def load_settings(cli_values: Optional[dict[str, Any]] = None, env_file: Optiona
 
 def parse_command(argv: Sequence[str], env_file: Optional[str] = ".env") -> Command:
     """Parse argv into a Command. Raises SettingsError (one line) for bad values."""
-    args = build_parser().parse_args(list(argv))
+    args = build_parser().parse_intermixed_args(list(argv))  # import FILE... may follow options
     cli_values = {k: v for k, v in vars(args).items() if v is not _UNSET
                   and k not in ("action", "print_config", "json", "assume_gpu", "files", "out", "export_format")}
     settings = load_settings(cli_values, env_file=env_file)
