@@ -53,6 +53,20 @@ def _loads(text: Optional[str], empty: Any) -> Any:
         return empty
 
 
+def _plain_json(metadata: Dict[str, Any]) -> Dict[str, Any]:
+    """What of a session's metadata can be kept: Chainlit persists the whole user session, which holds live
+    objects too (our status-panel task); stored as text they would come back as strings on resume."""
+    kept = {}
+    for key, value in metadata.items():
+        try:
+            json.dumps(value)
+        except (TypeError, ValueError):
+            continue
+        if value is not None:
+            kept[key] = value
+    return kept
+
+
 def _like_pattern(words: str) -> str:
     escaped = words.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
     return f"%{escaped}%"
@@ -146,8 +160,7 @@ class HistoryDataLayer(BaseDataLayer):
             if name is not None:
                 values["name"] = name.strip()[:THREAD_NAME_CHARS]
             if metadata is not None:
-                merged = {**_loads(row.metadata, {}), **metadata}
-                values["metadata"] = _dumps({k: v for k, v in merged.items() if v is not None})
+                values["metadata"] = _dumps({**_loads(row.metadata, {}), **_plain_json(metadata)})
             if tags is not None:
                 values["tags"] = _dumps(list(tags))
             await conn.execute(threads.update().where(threads.c.id == thread_id).values(**values))

@@ -41,9 +41,13 @@ def new_chat(page):
 
 
 def open_sidebar(page):
-    if not page.locator("#thread-history").is_visible():
+    history = page.locator("#thread-history")
+    history.wait_for(state="attached", timeout=10000)
+    # A closed sidebar is still in the page, slid out of the viewport (the UI starts with it closed).
+    if history.evaluate("e => e.getBoundingClientRect().right <= 0"):
         page.locator("#header #sidebar-trigger-button").click()
-    page.wait_for_selector("#thread-history", timeout=10000)
+    page.wait_for_function("() => document.querySelector('#thread-history').getBoundingClientRect().left >= 0",
+                           timeout=10000)
 
 
 def thread_menu(page, thread_id, item):
@@ -93,7 +97,8 @@ def test_a_past_chat_is_in_the_sidebar_after_a_restart_opens_and_continues(brows
     row = page.locator(f"#thread-{paris}")
     assert row.inner_text().strip() == "the weather in Paris"
     row.get_by_text("the weather in Paris").click()
-    page.wait_for_url(re.compile(f"/thread/{paris}$"), timeout=10000)
+    # The page's own router moves to the chat (no page load to wait for).
+    page.wait_for_function(f"() => location.pathname.endsWith('/thread/{paris}')", timeout=10000)
     page.get_by_text("the weather in Paris").last.wait_for(timeout=10000)
     send(page, "and tomorrow?")
     prompt1, answer1, _, _ = restarted["paris_stats"]

@@ -85,13 +85,15 @@ def test_steps_keep_lists_and_dicts_that_break_chainlits_sqlalchemy_layer(locati
     async def body(store):
         user_id, thread_id = await start_chat(store, "alice", "hello")
         await store.layer.update_thread(thread_id, tags=["x", "y"])
+        # Chainlit persists the whole user session: a live object (our status task) is not kept as text
+        await store.layer.update_thread(thread_id, metadata={"status_task": object(), "history": [1]})
         return await store.layer.get_thread(thread_id)
 
     thread = run_with_store(location, body)
     step = thread["steps"][0]
     assert step["tags"] == ["a", "b"] and step["modes"] == {"model": "ernie"} and step["metadata"] == {"k": [1, 2]}
     assert thread["tags"] == ["x", "y"]
-    assert thread["metadata"] == {"chat_settings": {"top_p": 0.5}}
+    assert thread["metadata"] == {"chat_settings": {"top_p": 0.5}, "history": [1]}
     assert thread["userIdentifier"] == "alice" and thread["name"] == "hello"
 
 
