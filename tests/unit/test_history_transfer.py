@@ -94,3 +94,25 @@ def test_import_refuses_what_is_not_an_export(tmp_path):
     assert result.stderr.strip() == f"error: cannot import {bad}: not an ernie-chat JSON export (format ernie-chat/chat-v1)"
     assert not (tmp_path / "db").exists()  # nothing written for a refused import
     assert launch("export", "--no-history").stderr.strip() == "error: export needs the chat database: remove --no-history"
+
+
+def test_a_database_from_a_newer_version_stops_the_app_with_one_line(tmp_path):
+    import sqlite3
+
+    from app.history.schema import SCHEMA_VERSION
+    from tests.helpers import free_port
+
+    asyncio.run(prepare_database(location_in(tmp_path)))
+    with sqlite3.connect(tmp_path / "chats.db") as conn:
+        conn.execute("update ernie_meta set value = ?", (str(SCHEMA_VERSION + 1),))
+    def dump():
+        with sqlite3.connect(tmp_path / "chats.db") as conn:
+            return list(conn.iterdump())
+
+    before = dump()
+    result = launch("--data-dir", str(tmp_path), "--port", str(free_port()), "--log-file", str(tmp_path / "log"))
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines()[-1] == (
+        f"error: the chat database {tmp_path / 'chats.db'} has schema version {SCHEMA_VERSION + 1}, newer than "
+        f"this ernie-chat knows ({SCHEMA_VERSION}): upgrade ernie-chat, or use another --data-dir / --database-url")
+    assert dump() == before  # never rewritten
