@@ -92,10 +92,15 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _is_secret(field: str) -> bool:
+    return any(field in cls.model_fields and SecretStr in typing.get_args(cls.model_fields[field].annotation)
+               for cls in SETTINGS_CLASSES.values())
+
+
 def _describe_error(err: dict[str, Any]) -> str:
     field = str(err["loc"][0]) if err.get("loc") else "?"
     value = err.get("input")
-    if isinstance(value, SecretStr):
+    if isinstance(value, SecretStr) or _is_secret(field):  # a bad secret (a URL with a password) is not shown
         value = "***"
     message = err.get("msg", "invalid")
     if err.get("type") == "literal_error":
