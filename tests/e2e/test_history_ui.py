@@ -108,8 +108,8 @@ def test_a_past_chat_is_in_the_sidebar_after_a_restart_opens_and_continues(brows
     assert int(prompt2) >= int(prompt1) + int(answer1), (prompt1, answer1, prompt2)
     assert not any("/login" in url for url in navigations)
     # Both turns are stored, in order.
-    texts = [t for (t,) in rows(restarted["db"], "select search_text from steps where thread_id = ? and "
-                                "type = 'user_message' order by created_at, position", paris)]
+    texts = [json.loads(d)["output"] for (d,) in rows(restarted["db"], "select data from steps where thread_id = ? "
+                                                      "and type = 'user_message' order by created_at, position", paris)]
     assert texts == ["the weather in Paris", "and tomorrow?"]
     # The chat downloads as Markdown and JSON, for its owner (the browser's login cookie).
     markdown = page.request.get(f"{app.url}/history/chats/{paris}/export.md")
