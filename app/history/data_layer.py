@@ -187,9 +187,9 @@ class HistoryDataLayer(BaseDataLayer):
         query = select(threads).where(threads.c.user_id == filters.userId)
         if filters.search and filters.search.strip():
             words = filters.search.strip().lower()
-            # A substring test (instr / strpos) on the lower-cased text: on 1,000 chats x 20 messages it
-            # took 112 ms median for a Chinese word with lower() LIKE '%...%' on SQLite, over the 100 ms
-            # target (docs/benchmarks.md, bench/history_search.py).
+            # A substring test (instr / strpos) on text lower-cased when stored: on 1,000 chats x 20 messages
+            # a Chinese word took 28 ms median against 53 ms for lower(text) LIKE '%...%' on SQLite, 24 vs
+            # 48 ms on PostgreSQL, in the same run (docs/benchmarks.md, bench/history_search.py).
             position = func.strpos if self.engine.dialect.name == "postgresql" else func.instr
             in_messages = exists().where(and_(steps.c.thread_id == threads.c.id,
                                               position(steps.c.search_text, words) > 0))
