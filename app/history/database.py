@@ -57,8 +57,9 @@ def locate(settings: HistorySettings) -> Optional[DatabaseLocation]:
         return None
     if settings.database_url is not None:
         url = settings.database_url.get_secret_value()
-        if url.startswith("sqlite+aiosqlite:///"):  # a file; the query holds driver options (?mode=ro&uri=true)
-            return DatabaseLocation(url, Path(url.split(":///", 1)[1].split("?", 1)[0]))
+        if url.startswith("sqlite+aiosqlite:///"):  # a file, maybe as a URI: file:/path?mode=ro&uri=true
+            path = url.split(":///", 1)[1].split("?", 1)[0]
+            return DatabaseLocation(url, Path(path.removeprefix("file:")))
         return DatabaseLocation(url)
     path = (settings.data_dir or default_data_dir()).expanduser().resolve() / DB_FILE_NAME
     return DatabaseLocation(f"sqlite+aiosqlite:///{path}", path)

@@ -43,7 +43,7 @@ async def chat_and_wait_for_answer(app, client: httpx.Client) -> str:
 def test_answers_come_and_failures_are_counted_when_the_database_is_read_only(tiny_model_dir, tmp_path):
     path = tmp_path / "chats.db"
     asyncio.run(prepare_database(DatabaseLocation(f"sqlite+aiosqlite:///{path}", path)))
-    url = f"sqlite+aiosqlite:///{path}?mode=ro&uri=true"
+    url = f"sqlite+aiosqlite:///file:{path}?mode=ro&uri=true"
     with running_app(tiny_model_dir, tmp_path, "--database-url", url, "--max-tokens", "16") as app:
         client = httpx.Client(base_url=app.url, timeout=30)
         client.get("/")  # the page logs the local user in (a cookie)
@@ -52,4 +52,5 @@ def test_answers_come_and_failures_are_counted_when_the_database_is_read_only(ti
         errors = metric_value(get(app.url + "/metrics")[1], "ernie_chat_history_write_errors_total")
         assert errors >= 1
         assert "chat history is not being saved" in app.output()
+        assert "attempt to write a readonly database" in app.output()
         client.close()

@@ -22,7 +22,7 @@ def test_data_dir_database_url_and_no_history(tmp_path):
     pg = locate(parse_command(["--database-url", "postgresql+asyncpg://u:secret@db/ernie"],
                               env_file=None).settings.history)
     assert pg.sqlite_file is None and pg.shown == "postgresql+asyncpg://u:***@db/ernie"
-    ro = locate(parse_command(["--database-url", f"sqlite+aiosqlite:///{tmp_path}/c.db?mode=ro&uri=true"],
+    ro = locate(parse_command(["--database-url", f"sqlite+aiosqlite:///file:{tmp_path}/c.db?mode=ro&uri=true"],
                               env_file=None).settings.history)
     assert ro.sqlite_file == Path(f"{tmp_path}/c.db")
     assert locate(parse_command(["--no-history"], env_file=None).settings.history) is None
