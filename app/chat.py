@@ -21,6 +21,7 @@ from typing import Any, Optional
 import chainlit as cl
 from chainlit.input_widget import Slider, TextInput
 
+from app.chat_history import install_history, store_before_answer
 from app.conversation import (
     ChatTemplate,
     Message,
@@ -394,6 +395,7 @@ async def _open_chat(rt: Runtime, saved: dict[str, Any]) -> None:
 def install() -> None:
     """Register the Chainlit handlers (called by app/chainlit_app.py)."""
     token = current_runtime().settings.server.auth_token
+    install_history(current_runtime())  # chat history: data layer, local user (app/chat_history.py)
     if token is not None:
         # Chainlit's login page guards the UI; the password is --auth-token (any user name).
         @cl.password_auth_callback
@@ -442,6 +444,7 @@ def install() -> None:
     @cl.on_message
     async def on_message(message: cl.Message) -> None:
         rt = current_runtime()
+        await store_before_answer(message)  # the user's message is stored before the engine answers
         await _run_tracked(answer(rt, message))
         if rt.gpu_memory:  # GPU memory peak moved; without a GPU nothing in the panel changed
             await show_status(rt)

@@ -28,10 +28,13 @@ _SECRET_FIELDS = {name for cls in SETTINGS_CLASSES.values() for name, info in cl
 class Command:
     """What launch.py was asked to do, and with which settings."""
 
-    action: str  # "serve", "print-config" or "check"
+    action: str  # "serve", "print-config", "check", "export" or "import"
     settings: AppSettings
     as_json: bool = False
     assume_gpu: tuple[str, ...] = ()
+    files: tuple[str, ...] = ()  # import: the exported chats to read
+    out: str = "ernie-chat-export"  # export: the folder to write
+    export_format: str = "json"
 
 
 def _flag(name: str) -> str:
@@ -69,9 +72,16 @@ def build_parser() -> argparse.ArgumentParser:
         prog="python launch.py",
         description="Chat with ERNIE-4.5-0.3B-PT in your browser; vLLM runs inside this process. "
         f"Every flag also reads from {ENV_PREFIX}<NAME> and .env.")
-    parser.add_argument("action", nargs="?", choices=["serve", "check"], default="serve",
+    parser.add_argument("action", nargs="?", choices=["serve", "check", "export", "import"], default="serve",
                         help="serve (default): start the app. check: is a running app ready? "
-                        "(exit 0 when ready, 1 otherwise, with the state and the log's last error)")
+                        "(exit 0 when ready, 1 otherwise, with the state and the log's last error). "
+                        "export: write every chat to files (--out, --format). import FILE...: read exported "
+                        "chats back.")
+    parser.add_argument("files", nargs="*", metavar="FILE", help="With import: the .json files of an export.")
+    parser.add_argument("--out", default="ernie-chat-export", metavar="DIR",
+                        help="With export: the folder to write, one subfolder per user (default: ernie-chat-export).")
+    parser.add_argument("--format", dest="export_format", choices=["md", "json"], default="json",
+                        help="With export: json (default; import reads it back) or md (Markdown, to read).")
     parser.add_argument("--print-config", action="store_true",
                         help="Print the detected card, the profile and every engine argument with its "
                         "reason, then exit without loading the model.")
@@ -89,7 +99,7 @@ def build_parser() -> argparse.ArgumentParser:
 def _describe_error(err: dict[str, Any]) -> str:
     field = str(err["loc"][0]) if err.get("loc") else "?"
     value = err.get("input")
-    if isinstance(value, SecretStr) or field in _SECRET_FIELDS:  # a rejected token is still the user's secret
+    if isinstance(value, SecretStr) or field in _SECRET_FIELDS:  # a bad secret (a token, a URL with a password)
         value = "***"
     message = err.get("msg", "invalid")
     if err.get("type") == "literal_error":
@@ -116,9 +126,9 @@ def load_settings(cli_values: Optional[dict[str, Any]] = None, env_file: Optiona
 
 def parse_command(argv: Sequence[str], env_file: Optional[str] = ".env") -> Command:
     """Parse argv into a Command. Raises SettingsError (one line) for bad values."""
-    args = build_parser().parse_args(list(argv))
+    args = build_parser().parse_intermixed_args(list(argv))  # import FILE... may follow options
     cli_values = {k: v for k, v in vars(args).items() if v is not _UNSET
-                  and k not in ("action", "print_config", "json", "assume_gpu")}
+                  and k not in ("action", "print_config", "json", "assume_gpu", "files", "out", "export_format")}
     settings = load_settings(cli_values, env_file=env_file)
     for name in sorted(_SECRET_FIELDS & cli_values.keys()):
         # Every local user sees a process's arguments in `ps` (issue 16).
@@ -126,4 +136,7 @@ def parse_command(argv: Sequence[str], env_file: Optional[str] = ".env") -> Comm
               f"prefer {ENV_PREFIX}{name.upper()} in the environment or .env"
               + (", or --auth-token-file" if name == "auth_token" else ""), file=sys.stderr)
     action = "print-config" if args.print_config else args.action
-    return Command(action=action, settings=settings, as_json=args.json, assume_gpu=tuple(args.assume_gpu))
+    if args.files and action != "import":
+        raise SettingsError(f"unexpected arguments {' '.join(args.files)!r}: only import takes FILE arguments")
+    return Command(action=action, settings=settings, as_json=args.json, assume_gpu=tuple(args.assume_gpu),
+                   files=tuple(args.files), out=args.out, export_format=args.export_format)

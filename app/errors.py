@@ -95,3 +95,7 @@ def one_line(err: BaseException) -> str:
     """An exception from a library (vLLM, torch, httpx) as one line: its type and first line."""
     text = str(err).strip().splitlines()
     return f"{type(err).__name__}: {text[0] if text else ''}"[:500]
+
+
+class HistoryDatabaseError(ErnieChatError):
+    """The chat database cannot be used as it is (e.g. written by a newer ernie-chat); nothing was changed."""

@@ -120,6 +120,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             from app.check import run_check
 
             return run_check(command.settings)
+        if command.action in ("export", "import"):  # chat history (issue 12): no engine needed
+            from app.history.transfer import run_transfer_command
+
+            return run_transfer_command(command)
         plan = make_plan(command)
         if command.action == "print-config":
             print_plan(plan, command.as_json)

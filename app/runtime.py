@@ -65,6 +65,7 @@ class Runtime:
     metrics: AppMetrics
     model: ModelFiles  # the tokenizer and generation defaults, loaded with the model
     gpu_memory: Optional[GpuMemoryWatch] = None
+    history: Any = None  # app.history.HistoryStore when chats are kept (app/chat_history.py); None with --no-history
 
     @property
     def gpu(self) -> Optional[GpuInfo]:

@@ -95,6 +95,8 @@ def create_app(runtime: Runtime) -> FastAPI:
             log.info("shutting down the engine")
             await runtime.host.shutdown()
             log.info("engine shut down")
+            if runtime.history is not None:  # the chat database's last queued writes
+                await runtime.history.close()
 
     app = FastAPI(lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None,
                   root_path=runtime.settings.server.root_path)
@@ -129,6 +131,9 @@ def create_app(runtime: Runtime) -> FastAPI:
     from app.api import build_router
 
     app.include_router(build_router())
+    from app.chat_history import history_router
+
+    app.include_router(history_router())  # /history/chats/{id}/export.md|json
 
     from chainlit.utils import mount_chainlit
 

@@ -6,7 +6,7 @@ variables, a ``.env`` file, the defaults below. Engine overrides keep vLLM's own
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, Optional
 
@@ -211,6 +211,30 @@ class ChatSettings(BaseSettings):
                                     "sending it to the page (one send per token freezes the browser).")
 
 
+class HistorySettings(BaseSettings):
+    """Where chats are kept (issue 12): SQLite in the user's data directory unless told otherwise."""
+
+    model_config = _config()
+
+    history: bool = Field(True, description="Keep chats (sidebar, resume, search, export). --no-history keeps "
+                          "them in the browser tab only and writes nothing to disk.")
+    data_dir: Optional[Path] = Field(None, description="Directory of the chat database chats.db "
+                                     "(default: the user data directory, e.g. ~/.local/share/ernie-chat).")
+    database_url: Optional[SecretStr] = Field(None, description="Another database instead of the SQLite file, "
+                                              "e.g. postgresql+asyncpg://user:pass@host/db (several app "
+                                              "instances can share it).")
+
+    @field_validator("database_url")
+    @classmethod
+    def _check_database_url(cls, value: Optional[SecretStr]) -> Optional[SecretStr]:
+        if value is None or not value.get_secret_value().strip():
+            return None
+        url = value.get_secret_value().strip()
+        if not url.startswith(("sqlite+aiosqlite://", "postgresql+asyncpg://")):
+            raise ValueError("must start with postgresql+asyncpg:// or sqlite+aiosqlite://")
+        return SecretStr(url)
+
+
 @dataclass(frozen=True)
 class AppSettings:
     """All settings, one object per concern."""
@@ -219,6 +243,7 @@ class AppSettings:
     model: ModelSettings
     engine: EngineSettings
     chat: ChatSettings
+    history: HistorySettings = field(default_factory=HistorySettings)
 
 
 SETTINGS_CLASSES: dict[str, type[BaseSettings]] = {
@@ -226,4 +251,5 @@ SETTINGS_CLASSES: dict[str, type[BaseSettings]] = {
     "model": ModelSettings,
     "engine": EngineSettings,
     "chat": ChatSettings,
+    "history": HistorySettings,
 }

@@ -204,6 +204,9 @@ class AppMetrics:
                                      "several times a second while answering", ["gpu"], registry=r)
         self.gpu_memory_peak = Gauge("ernie_chat_gpu_memory_peak_bytes", "Highest GPU memory in use seen "
                                      "since start (NVML)", ["gpu"], registry=r)
+        # Issue 12: a write to the chat database failed (read-only file, full disk, server gone); answers go on.
+        self.history_write_errors = Counter("ernie_chat_history_write_errors", "Chat history writes that "
+                                            "failed (the chat went on, unsaved)", registry=r)
 
     def set_engine_state(self, state: Enum) -> None:
         """1 for ``state``, 0 for every other member of its enum (EngineState), so each state has a series."""

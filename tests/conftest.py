@@ -12,11 +12,25 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 
+@pytest.fixture(scope="session", autouse=True)
+def isolated_data_home(tmp_path_factory):
+    """Apps started by session- and package-scoped fixtures keep their chats in a temp folder too."""
+    before = os.environ.get("XDG_DATA_HOME")
+    os.environ["XDG_DATA_HOME"] = str(tmp_path_factory.mktemp("xdg-data-session"))
+    yield
+    if before is None:
+        os.environ.pop("XDG_DATA_HOME", None)
+    else:
+        os.environ["XDG_DATA_HOME"] = before
+
+
 @pytest.fixture(autouse=True)
 def isolated_env(monkeypatch, tmp_path_factory):
     for key in list(os.environ):
         if key.startswith("ERNIE_CHAT_"):
             monkeypatch.delenv(key, raising=False)
+    # Chats go to the user data directory (platformdirs): a fresh one per test, never the developer's.
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path_factory.mktemp("xdg-data")))
     yield
 
 

@@ -1,0 +1,40 @@
+"""Chats that last (issue 12): the database (database.py), its schema (schema.py), the one writer
+(writer.py), Chainlit's data layer over them (data_layer.py), export and import (transfer.py).
+
+``HistoryStore`` is what the running app holds: ``write_failing`` is True while chats are not being saved
+(read-only file, full disk, database gone), for /readyz and the page.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Optional
+
+from app.history.data_layer import HistoryDataLayer
+from app.history.database import DatabaseLocation, create_engine, locate, prepare_database
+from app.history.writer import HistoryWriter
+
+__all__ = ["DatabaseLocation", "HistoryDataLayer", "HistoryStore", "locate", "prepare_database"]
+
+
+@dataclass
+class HistoryStore:
+    location: DatabaseLocation
+    layer: HistoryDataLayer
+
+    @classmethod
+    def open(cls, location: DatabaseLocation, on_write_error: Optional[Callable[[], None]] = None) -> "HistoryStore":
+        """Engine and writer for a prepared database (``prepare_database`` first); connects lazily, in the
+        event loop that first uses it."""
+        engine = create_engine(location)
+        return cls(location, HistoryDataLayer(engine, HistoryWriter(engine, on_write_error)))
+
+    @property
+    def write_failing(self) -> bool:
+        return self.layer.writer.write_failing
+
+    @property
+    def last_error(self) -> Optional[str]:
+        return self.layer.writer.last_error
+
+    async def close(self) -> None:
+        await self.layer.close()

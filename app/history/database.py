@@ -1,0 +1,156 @@
+"""Where the chat database lives, how it is opened (WAL, foreign keys), and its schema checked at start.
+
+``prepare_database`` runs once before the server starts: it creates or migrates the schema and records
+its version, refuses a database written by a newer ernie-chat (one line, nothing rewritten), and moves a
+corrupt SQLite file aside (never deleted) before starting a fresh one.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+from sqlalchemy import event, select
+from sqlalchemy.exc import DatabaseError
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
+
+from app.errors import HistoryDatabaseError
+from app.history.schema import MIGRATIONS, SCHEMA_VERSION, meta, metadata
+from app.settings import HistorySettings
+
+log = logging.getLogger("ernie_chat.history")
+APP_DIR_NAME = "ernie-chat"
+DB_FILE_NAME = "chats.db"
+# A writer waits this long for another connection's lock before SQLite reports "database is locked".
+# Our own writes are serialised (app/history/writer.py); this covers export/import run beside the app.
+SQLITE_BUSY_TIMEOUT_MS = 10_000
+
+
+@dataclass(frozen=True)
+class DatabaseLocation:
+    """Where chats go: a URL for SQLAlchemy, and the SQLite file when it is one."""
+
+    url: str
+    sqlite_file: Optional[Path] = None
+
+    @property
+    def shown(self) -> str:
+        """The location for messages, without a password."""
+        if self.sqlite_file is not None:
+            return str(self.sqlite_file)
+        from sqlalchemy.engine import make_url
+
+        return make_url(self.url).render_as_string(hide_password=True)
+
+
+def default_data_dir() -> Path:
+    from platformdirs import user_data_dir
+
+    return Path(user_data_dir(APP_DIR_NAME, appauthor=False))
+
+
+def locate(settings: HistorySettings) -> Optional[DatabaseLocation]:
+    """None with --no-history (nothing is written anywhere); else the database to use."""
+    if not settings.history:
+        return None
+    if settings.database_url is not None:
+        url = settings.database_url.get_secret_value()
+        if url.startswith("sqlite+aiosqlite:///"):  # a file, maybe as a URI: file:/path?mode=ro&uri=true
+            path = url.split(":///", 1)[1].split("?", 1)[0]
+            return DatabaseLocation(url, Path(path.removeprefix("file:")))
+        return DatabaseLocation(url)
+    path = (settings.data_dir or default_data_dir()).expanduser().resolve() / DB_FILE_NAME
+    return DatabaseLocation(f"sqlite+aiosqlite:///{path}", path)
+
+
+def _sqlite_pragmas(dbapi_connection, _record) -> None:
+    cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA journal_mode=WAL")  # readers never wait for the writer
+    cursor.execute("PRAGMA foreign_keys=ON")  # deleting a chat deletes its messages and elements
+    cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
+    cursor.execute("PRAGMA synchronous=NORMAL")  # WAL + NORMAL: durable at checkpoints, no fsync per message
+    cursor.close()
+
+
+def create_engine(location: DatabaseLocation) -> AsyncEngine:
+    if location.sqlite_file is not None:
+        location.sqlite_file.parent.mkdir(parents=True, exist_ok=True)
+        engine = create_async_engine(location.url, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000})
+        event.listen(engine.sync_engine, "connect", _sqlite_pragmas)
+        return engine
+    return create_async_engine(location.url, pool_pre_ping=True)
+
+
+async def _stored_version(conn: AsyncConnection) -> Optional[int]:
+    has_meta = await conn.run_sync(lambda sync: sync.dialect.has_table(sync, meta.name))
+    if not has_meta:
+        return None
+    row = (await conn.execute(select(meta.c.value).where(meta.c.key == "schema_version"))).first()
+    return int(row[0]) if row else None
+
+
+async def _migrate(engine: AsyncEngine, location: DatabaseLocation) -> int:
+    async with engine.begin() as conn:
+        version = await _stored_version(conn)
+        if version is not None and version > SCHEMA_VERSION:
+            raise HistoryDatabaseError(
+                f"the chat database {location.shown} has schema version {version}, newer than this ernie-chat "
+                f"knows ({SCHEMA_VERSION}): upgrade ernie-chat, or use another --data-dir / --database-url")
+        if version is None:
+            await conn.run_sync(metadata.create_all)
+            await conn.execute(meta.insert().values(key="schema_version", value=str(SCHEMA_VERSION)))
+            return SCHEMA_VERSION
+        for step in range(version + 1, SCHEMA_VERSION + 1):
+            log.info("migrating the chat database to schema version %d", step)
+            await MIGRATIONS[step](conn)
+        if version != SCHEMA_VERSION:
+            await conn.execute(meta.update().where(meta.c.key == "schema_version").values(value=str(SCHEMA_VERSION)))
+        return SCHEMA_VERSION
+
+
+async def _sqlite_is_sound(engine: AsyncEngine) -> bool:
+    try:
+        async with engine.connect() as conn:
+            result = (await conn.exec_driver_sql("PRAGMA quick_check")).scalar()
+            return result == "ok"
+    except DatabaseError:  # "file is not a database", "database disk image is malformed"
+        return False
+
+
+def move_aside(path: Path) -> Path:
+    """Rename a damaged database (and its WAL files) to chats.db.corrupt-<time>; never delete it."""
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    target = path.with_name(f"{path.name}.corrupt-{stamp}")
+    n = 1
+    while target.exists():
+        n += 1
+        target = path.with_name(f"{path.name}.corrupt-{stamp}-{n}")
+    path.rename(target)
+    for suffix in ("-wal", "-shm"):
+        side = path.with_name(path.name + suffix)
+        if side.exists():
+            side.rename(target.with_name(target.name + suffix))
+    return target
+
+
+async def prepare_database(location: DatabaseLocation) -> int:
+    """Make the database ready for this version of the app; returns the schema version."""
+    file = location.sqlite_file
+    if file is not None and file.exists() and file.stat().st_size > 0:
+        probe = create_engine(location)
+        sound = await _sqlite_is_sound(probe)
+        await probe.dispose()
+        if not sound:
+            moved = move_aside(file)
+            log.warning("the chat database %s is damaged; kept it as %s and started a new one", file, moved)
+    engine = create_engine(location)
+    try:
+        return await _migrate(engine, location)
+    except HistoryDatabaseError:
+        raise
+    except Exception as err:
+        raise HistoryDatabaseError(f"cannot open the chat database {location.shown}: {err}".splitlines()[0]) from err
+    finally:
+        await engine.dispose()

@@ -1,0 +1,80 @@
+"""The chat database's tables (SQLAlchemy Core, the same on SQLite and PostgreSQL) and its migrations.
+
+Each step (message) is kept whole as JSON in ``data``, next to the few columns that are queried (thread,
+order, searchable text). Chainlit's own SQLAlchemyDataLayer maps every step field to a column and breaks
+on SQLite where those fields are lists or dicts (Chainlit #2528 tags, #2750 modes, #1545 metadata); a
+JSON column has nothing to break and survives Chainlit adding fields.
+"""
+from __future__ import annotations
+
+from typing import Awaitable, Callable
+
+from sqlalchemy import (BigInteger, Column, ForeignKey, Index, MetaData, String, Table, Text, UniqueConstraint)
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+SCHEMA_VERSION = 1
+
+metadata = MetaData()
+
+meta = Table(
+    "ernie_meta", metadata,
+    Column("key", String(64), primary_key=True),
+    Column("value", Text, nullable=False),
+)
+
+users = Table(
+    "users", metadata,
+    Column("id", String(36), primary_key=True),
+    Column("identifier", String(255), nullable=False),
+    Column("metadata", Text, nullable=False, default="{}"),
+    Column("created_at", String(40), nullable=False),
+    UniqueConstraint("identifier", name="uq_users_identifier"),
+)
+
+threads = Table(
+    "threads", metadata,
+    Column("id", String(64), primary_key=True),
+    Column("name", Text),
+    Column("user_id", String(36), ForeignKey("users.id", ondelete="CASCADE")),
+    Column("user_identifier", String(255)),
+    Column("tags", Text, nullable=False, default="[]"),
+    Column("metadata", Text, nullable=False, default="{}"),
+    Column("created_at", String(40), nullable=False),
+    Column("updated_at", String(40), nullable=False),
+    Index("ix_threads_owner_updated", "user_id", "updated_at"),
+)
+
+steps = Table(
+    "steps", metadata,
+    Column("id", String(64), primary_key=True),
+    Column("thread_id", String(64), ForeignKey("threads.id", ondelete="CASCADE"), nullable=False),
+    Column("type", String(64), nullable=False),
+    Column("created_at", String(40)),
+    # Arrival order: Chainlit's timestamps tie at millisecond resolution when messages come fast.
+    Column("position", BigInteger, nullable=False),
+    Column("search_text", Text, nullable=False, default=""),
+    Column("data", Text, nullable=False),
+    Index("ix_steps_thread_order", "thread_id", "created_at", "position"),
+)
+
+elements = Table(
+    "elements", metadata,
+    Column("id", String(64), primary_key=True),
+    Column("thread_id", String(64), ForeignKey("threads.id", ondelete="CASCADE"), nullable=False),
+    Column("for_id", String(64)),
+    Column("data", Text, nullable=False),
+    Index("ix_elements_thread", "thread_id"),
+)
+
+feedbacks = Table(
+    "feedbacks", metadata,
+    Column("id", String(64), primary_key=True),
+    Column("step_id", String(64), ForeignKey("steps.id", ondelete="CASCADE"), nullable=False),
+    Column("value", BigInteger, nullable=False),
+    Column("comment", Text),
+)
+
+# version -> the step that brings a database from version - 1 to it. Add one per schema change; never edit
+# a released one (a user's database may be at any older version).
+Migration = Callable[[AsyncConnection], Awaitable[None]]
+MIGRATIONS: dict[int, Migration] = {}

@@ -1,0 +1,188 @@
+"""Chat history in a real browser (issue 12): a chat survives a restart, shows in the sidebar, opens and
+continues with its old turns in the prompt; rename, delete (rows gone), search (English and Chinese),
+download; --no-history writes nothing."""
+from __future__ import annotations
+
+import json
+import re
+import sqlite3
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.test_chat_ui import send, wait_stats
+from tests.helpers import LaunchedApp, get, running_app
+
+pytestmark = pytest.mark.timeout(600)
+FAST = ("--max-tokens", "16")  # short answers: these tests are about what is kept, not about answers
+
+
+def rows(db: Path, sql: str, *args) -> list[tuple]:
+    with sqlite3.connect(db) as conn:
+        return conn.execute(sql, args).fetchall()
+
+
+def open_page(browser, app, path="/"):
+    context = browser.new_context(locale="en-US", viewport={"width": 1280, "height": 800})
+    page = context.new_page()
+    navigations = []
+    page.on("framenavigated", lambda frame: navigations.append(frame.url))
+    page.goto(app.url + path)
+    page.wait_for_selector("#chat-input", timeout=30000)
+    return page, navigations
+
+
+def new_chat(page):
+    page.click("#header #new-chat-button")
+    confirm = page.get_by_role("button", name="Confirm")
+    if confirm.count():
+        confirm.click()
+    page.wait_for_selector("#chat-input", timeout=10000)
+
+
+def open_sidebar(page):
+    history = page.locator("#thread-history")
+    history.wait_for(state="attached", timeout=10000)
+    # A closed sidebar is still in the page, slid out of the viewport (the UI starts with it closed).
+    if history.evaluate("e => e.getBoundingClientRect().right <= 0"):
+        page.locator("#header #sidebar-trigger-button").click()
+    page.wait_for_function("() => document.querySelector('#thread-history').getBoundingClientRect().left >= 0",
+                           timeout=10000)
+
+
+def thread_menu(page, thread_id, item):
+    row = page.locator(f"#thread-{thread_id}")
+    row.hover()
+    row.locator("#thread-options").click(force=True)
+    page.get_by_role("menuitem", name=item).click()
+
+
+@pytest.fixture(scope="module")
+def restarted(browser, tiny_model_dir, tmp_path_factory):
+    """Two chats made in a first app, then that app stopped and a second one started on the same data."""
+    data = tmp_path_factory.mktemp("chats")
+    first = LaunchedApp(tiny_model_dir, tmp_path_factory.mktemp("first"), "--data-dir", str(data), *FAST)
+    try:
+        first.wait_http()
+        first.wait_ready()
+        page, navigations = open_page(browser, first)
+        send(page, "the weather in Paris")
+        paris = wait_stats(page, 1)
+        paris_id = page.url.rsplit("/thread/", 1)[1]
+        new_chat(page)
+        send(page, "你好")
+        wait_stats(page, 1)
+        send(page, "请用三句话解释量子纠缠")
+        wait_stats(page, 2)
+        chinese_id = page.url.rsplit("/thread/", 1)[1]
+        page.context.close()
+    finally:
+        first.stop()
+        first.kill()
+    with running_app(tiny_model_dir, tmp_path_factory.mktemp("second"), "--data-dir", str(data), *FAST) as app:
+        yield {"app": app, "db": data / "chats.db", "paris": paris_id, "paris_stats": paris,
+               "chinese": chinese_id, "first_navigations": navigations}
+
+
+def test_no_login_page_for_the_local_user(restarted):
+    # Loopback without --auth-token: one local user, logged in by the page itself.
+    assert not any("/login" in url for url in restarted["first_navigations"]), restarted["first_navigations"]
+    assert rows(restarted["db"], "select identifier from users") == [("local",)]
+
+
+def test_a_past_chat_is_in_the_sidebar_after_a_restart_opens_and_continues(browser, restarted):
+    app, paris = restarted["app"], restarted["paris"]
+    page, navigations = open_page(browser, app)
+    open_sidebar(page)
+    row = page.locator(f"#thread-{paris}")
+    assert row.inner_text().strip() == "the weather in Paris"
+    row.get_by_text("the weather in Paris").click()
+    # The page's own router moves to the chat (no page load to wait for).
+    page.wait_for_function(f"() => location.pathname.endsWith('/thread/{paris}')", timeout=10000)
+    page.get_by_text("the weather in Paris").last.wait_for(timeout=10000)
+    send(page, "and tomorrow?")
+    prompt1, answer1, _, _ = restarted["paris_stats"]
+    prompt2, *_ = wait_stats(page, 2)  # the old answer's stats line is shown again, then the new one
+    # The engine got the old turn: the new prompt holds the first question and its answer.
+    assert int(prompt2) >= int(prompt1) + int(answer1), (prompt1, answer1, prompt2)
+    assert not any("/login" in url for url in navigations)
+    # Both turns are stored, in order.
+    texts = [json.loads(d)["output"] for (d,) in rows(restarted["db"], "select data from steps where thread_id = ? "
+                                                      "and type = 'user_message' order by created_at, position", paris)]
+    assert texts == ["the weather in Paris", "and tomorrow?"]
+    # The chat downloads as Markdown and JSON, for its owner (the browser's login cookie).
+    markdown = page.request.get(f"{app.url}/history/chats/{paris}/export.md")
+    assert markdown.status == 200 and "**You:**\n\nthe weather in Paris" in markdown.text()
+    assert "attachment" in markdown.headers["content-disposition"]
+    exported = page.request.get(f"{app.url}/history/chats/{paris}/export.json").json()
+    assert [m["content"] for m in exported["messages"] if m["role"] == "user"] == ["the weather in Paris",
+                                                                                   "and tomorrow?"]
+    assert get(f"{app.url}/history/chats/{paris}/export.md")[0] == 401  # no cookie, no chat
+    page.context.close()
+
+
+@pytest.mark.parametrize("words, expected", [("tomorrow", "paris"), ("PARIS", "paris"), ("量子纠缠", "chinese"),
+                                             ("三句话", "chinese")])
+def test_search_finds_chats_by_words_in_their_messages(browser, restarted, words, expected):
+    page, _ = open_page(browser, restarted["app"])
+    open_sidebar(page)
+    page.locator("#search-chats-button").first.click()
+    page.get_by_placeholder("Search conversations").fill(words)
+    want = [restarted[expected]]
+    deadline = time.time() + 15  # the dialog lists recent chats first, then the search's answer
+    while time.time() < deadline:
+        found = [re.sub(r"^.*-([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})$", r"\1", v or "")
+                 for v in page.get_by_role("option").evaluate_all("els => els.map(e => e.dataset.value)")]
+        if found == want:
+            break
+        page.wait_for_timeout(250)
+    assert found == want
+    page.context.close()
+
+
+def test_rename_from_the_sidebar(browser, restarted):
+    page, _ = open_page(browser, restarted["app"])
+    open_sidebar(page)
+    thread_menu(page, restarted["chinese"], "Rename")
+    page.locator("input#name").fill("量子 · quantum")
+    page.get_by_role("button", name="Confirm").click()
+    page.locator(f"#thread-{restarted['chinese']}").get_by_text("量子 · quantum").wait_for(timeout=10000)
+    assert rows(restarted["db"], "select name from threads where id = ?", restarted["chinese"]) == [("量子 · quantum",)]
+    page.context.close()
+
+
+def test_delete_from_the_sidebar_removes_the_rows(browser, restarted):
+    chat = restarted["chinese"]
+    assert rows(restarted["db"], "select count(*) from steps where thread_id = ?", chat)[0][0] >= 4
+    page, _ = open_page(browser, restarted["app"])
+    open_sidebar(page)
+    thread_menu(page, chat, "Delete")
+    page.get_by_role("alertdialog").get_by_role("button", name="Confirm").click()
+    page.locator(f"#thread-{chat}").wait_for(state="detached", timeout=10000)
+    assert rows(restarted["db"], "select count(*) from threads where id = ?", chat) == [(0,)]
+    assert rows(restarted["db"], "select count(*) from steps where thread_id = ?", chat) == [(0,)]
+    assert rows(restarted["db"], "select count(*) from threads where id = ?", restarted["paris"]) == [(1,)]
+    page.context.close()
+
+
+def test_no_history_writes_nothing(browser, tiny_model_dir, tmp_path):
+    data_home = tmp_path / "xdg"
+    data_home.mkdir()
+    (tmp_path / "run").mkdir()
+    import os
+
+    before = os.environ["XDG_DATA_HOME"]
+    os.environ["XDG_DATA_HOME"] = str(data_home)  # LaunchedApp passes the environment on
+    try:
+        with running_app(tiny_model_dir, tmp_path / "run", "--no-history", *FAST) as app:
+            page, navigations = open_page(browser, app)
+            send(page, "remember nothing")
+            wait_stats(page, 1)
+            assert not json.loads(get(app.url + "/auth/config")[1])["requireLogin"]  # no user, no sidebar
+            assert page.locator("#thread-history").count() == 0
+            page.context.close()
+    finally:
+        os.environ["XDG_DATA_HOME"] = before
+    assert list(data_home.iterdir()) == []  # no ernie-chat folder, no chats.db
+    assert not list((tmp_path / "run").glob("*.db"))

@@ -1,0 +1,56 @@
+"""A chat database that cannot be written: answers still come, the failures are counted, and the app's
+history flag says chats are not being saved (issue 12, item 7).
+
+The database is opened read-only by SQLite itself (``?mode=ro``): every write fails with SQLite's own
+"attempt to write a readonly database", as for a read-only file (a chmod would not stop root, who runs CI)."""
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+
+import httpx
+import pytest
+
+from app.history import prepare_database
+from app.history.database import DatabaseLocation
+from tests.helpers import get, metric_value, running_app
+from tests.integration.test_history_isolation import socket_connect
+
+pytestmark = pytest.mark.timeout(600)
+
+
+async def chat_and_wait_for_answer(app, client: httpx.Client) -> str:
+    events: list = []
+    thread_id = str(uuid.uuid4())
+    sio = await socket_connect(app, client, thread_id, events)
+    try:
+        await sio.emit("client_message", {"message": {
+            "id": str(uuid.uuid4()), "threadId": thread_id, "type": "user_message", "name": "local",
+            "output": "is anyone saving this?", "createdAt": "2026-12-03T10:00:00.000Z"}, "fileReferences": []})
+        deadline = time.time() + 120
+        while time.time() < deadline:
+            for name, data in events:
+                if (name in ("new_message", "update_message") and isinstance(data, dict)
+                        and data.get("type") == "assistant_message" and "prompt" in (data.get("output") or "")):
+                    return data["output"]
+            await asyncio.sleep(0.2)
+        raise AssertionError(f"no answer; events: {[e for e, _ in events][-10:]}")
+    finally:
+        await sio.disconnect()
+
+
+def test_answers_come_and_failures_are_counted_when_the_database_is_read_only(tiny_model_dir, tmp_path):
+    path = tmp_path / "chats.db"
+    asyncio.run(prepare_database(DatabaseLocation(f"sqlite+aiosqlite:///{path}", path)))
+    url = f"sqlite+aiosqlite:///file:{path}?mode=ro&uri=true"
+    with running_app(tiny_model_dir, tmp_path, "--database-url", url, "--max-tokens", "16") as app:
+        client = httpx.Client(base_url=app.url, timeout=30)
+        client.get("/")  # the page logs the local user in (a cookie)
+        answer = asyncio.run(chat_and_wait_for_answer(app, client))
+        assert "prompt" in answer
+        errors = metric_value(get(app.url + "/metrics")[1], "ernie_chat_history_write_errors_total")
+        assert errors >= 1
+        assert "chat history is not being saved" in app.output()
+        assert "attempt to write a readonly database" in app.output()
+        client.close()

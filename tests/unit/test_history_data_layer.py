@@ -1,0 +1,287 @@
+"""The chat data layer, the same suite on SQLite and on a real PostgreSQL server (tests/postgres.py)."""
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import uuid
+
+import pytest
+from chainlit.context import init_http_context
+from chainlit.types import Feedback, Pagination, ThreadFilter
+from chainlit.user import User
+from sqlalchemy import func, select
+
+from app.errors import HistoryDatabaseError
+from app.history import HistoryStore, prepare_database
+from app.history.database import DatabaseLocation
+from app.history.schema import SCHEMA_VERSION, elements, meta, steps, threads
+from tests.postgres import create_database, postgres_server
+
+
+@pytest.fixture(scope="module")
+def postgres_url():
+    with postgres_server() as url:
+        yield url
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def location(request, tmp_path) -> DatabaseLocation:
+    if request.param == "sqlite":
+        path = tmp_path / "chats.db"
+        return DatabaseLocation(f"sqlite+aiosqlite:///{path}", path)
+    base = request.getfixturevalue("postgres_url")
+    return DatabaseLocation(asyncio.run(create_database(base)))
+
+
+def run_with_store(location: DatabaseLocation, body):
+    """Prepare the database, open a store, run ``body(store)`` in one event loop, close the store."""
+    async def main():
+        await prepare_database(location)
+        store = HistoryStore.open(location)
+        try:
+            return await body(store)
+        finally:
+            await store.close()
+
+    return asyncio.run(main())
+
+
+def message(thread_id: str, text: str, kind: str = "user_message", created: str = "2026-12-03T10:00:00.000Z"):
+    return {"id": str(uuid.uuid4()), "threadId": thread_id, "type": kind, "name": "User" if kind == "user_message"
+            else "Assistant", "output": text, "input": "", "createdAt": created, "metadata": {"k": [1, 2]},
+            "tags": ["a", "b"], "modes": {"model": "ernie"}, "streaming": False}
+
+
+async def start_chat(store: HistoryStore, identifier: str, first: str) -> tuple[str, str]:
+    """A chat as Chainlit makes one: the user, the first message, then the chat's name and owner."""
+    layer = store.layer
+    user = await layer.create_user(User(identifier=identifier))
+    init_http_context(user=user)
+    thread_id = str(uuid.uuid4())
+    await layer.create_step(message(thread_id, first))
+    await layer.update_thread(thread_id, name=first, user_id=user.id, metadata={"chat_settings": {"top_p": 0.5}})
+    return user.id, thread_id
+
+
+def test_schema_version_is_recorded_and_a_second_start_keeps_the_data(location):
+    async def first(store):
+        _, thread_id = await start_chat(store, "alice", "hello")
+        async with store.layer.engine.connect() as conn:
+            version = (await conn.execute(select(meta.c.value).where(meta.c.key == "schema_version"))).scalar()
+        return thread_id, version
+
+    thread_id, version = run_with_store(location, first)
+    assert version == str(SCHEMA_VERSION)
+
+    async def second(store):
+        return await store.layer.get_thread(thread_id)
+
+    thread = run_with_store(location, second)
+    assert [s["output"] for s in thread["steps"]] == ["hello"]
+
+
+def test_steps_keep_lists_and_dicts_that_break_chainlits_sqlalchemy_layer(location):
+    # Chainlit #2528 (tags list), #2750 (modes dict), #1545 (metadata JSON not decoded)
+    async def body(store):
+        user_id, thread_id = await start_chat(store, "alice", "hello")
+        await store.layer.update_thread(thread_id, tags=["x", "y"])
+        # Chainlit persists the whole user session: a live object (our status task) is not kept as text
+        await store.layer.update_thread(thread_id, metadata={"status_task": object(), "history": [1]})
+        return await store.layer.get_thread(thread_id)
+
+    thread = run_with_store(location, body)
+    step = thread["steps"][0]
+    assert step["tags"] == ["a", "b"] and step["modes"] == {"model": "ernie"} and step["metadata"] == {"k": [1, 2]}
+    assert thread["tags"] == ["x", "y"]
+    assert thread["metadata"] == {"chat_settings": {"top_p": 0.5}, "history": [1]}
+    assert thread["userIdentifier"] == "alice" and thread["name"] == "hello"
+
+
+def test_messages_come_back_in_order_and_updates_replace_them(location):
+    async def body(store):
+        _, thread_id = await start_chat(store, "alice", "q1")
+        answer = message(thread_id, "", "assistant_message")
+        await store.layer.create_step(answer)
+        await store.layer.update_step({**answer, "output": "a1 complete"})
+        await store.layer.create_step(message(thread_id, "q2"))
+        return await store.layer.get_thread(thread_id)
+
+    thread = run_with_store(location, body)
+    assert [s["output"] for s in thread["steps"]] == ["q1", "a1 complete", "q2"]
+
+
+def test_delete_removes_the_chat_its_messages_and_elements(location):
+    async def body(store):
+        _, thread_id = await start_chat(store, "alice", "hello")
+        async with store.layer.engine.begin() as conn:
+            await conn.execute(elements.insert().values(id="e1", thread_id=thread_id, data="{}"))
+        await store.layer.delete_thread(thread_id)
+        async with store.layer.engine.connect() as conn:
+            return [(await conn.execute(select(func.count()).select_from(t).where(t.c.thread_id == thread_id))).scalar()
+                    for t in (steps, elements)] + [
+                (await conn.execute(select(func.count()).select_from(threads))).scalar()]
+
+    assert run_with_store(location, body) == [0, 0, 0]
+
+
+def test_each_user_lists_and_searches_only_their_own_chats(location):
+    async def body(store):
+        alice_id, a1 = await start_chat(store, "alice", "the weather in Paris")
+        _, a2 = await start_chat(store, "alice", "量子纠缠是什么")
+        await store.layer.create_step(message(a2, "请用三句话解释", "assistant_message"))
+        bob_id, b1 = await start_chat(store, "bob", "the weather in Rome")
+        page = Pagination(first=20)
+        mine = await store.layer.list_threads(page, ThreadFilter(userId=alice_id))
+        bobs = await store.layer.list_threads(page, ThreadFilter(userId=bob_id))
+        weather = await store.layer.list_threads(page, ThreadFilter(userId=alice_id, search="WEATHER"))
+        chinese = await store.layer.list_threads(page, ThreadFilter(userId=alice_id, search="三句话"))
+        percent = await store.layer.list_threads(page, ThreadFilter(userId=alice_id, search="%"))
+        return ({t["id"] for t in mine.data}, {a1, a2}, [t["id"] for t in bobs.data], b1,
+                [t["id"] for t in weather.data], a1, [t["id"] for t in chinese.data], a2, percent.data)
+
+    mine, expected, bobs, b1, weather, a1, chinese, a2, percent = run_with_store(location, body)
+    assert mine == expected and bobs == [b1]
+    assert weather == [a1]  # found by a word in a message, case-insensitive, Bob's chat not included
+    assert chinese == [a2]  # found by Chinese words in the answer, not the title
+    assert percent == []  # LIKE wildcards are searched for literally
+
+
+def test_pages_through_chats_newest_first(location):
+    async def body(store):
+        user = await store.layer.create_user(User(identifier="alice"))
+        init_http_context(user=user)
+        ids = []
+        for n in range(5):
+            thread_id = f"t{n}"
+            await store.layer.create_step(message(thread_id, f"chat {n}"))
+            await store.layer.update_thread(thread_id, name=f"chat {n}", user_id=user.id)
+            ids.append(thread_id)
+            await asyncio.sleep(0.002)  # distinct update times
+        seen, cursor = [], None
+        while True:
+            page = await store.layer.list_threads(Pagination(first=2, cursor=cursor), ThreadFilter(userId=user.id))
+            seen += [t["id"] for t in page.data]
+            if not page.pageInfo.hasNextPage:
+                return seen, ids
+            cursor = page.pageInfo.endCursor
+
+    seen, ids = run_with_store(location, body)
+    assert seen == list(reversed(ids))
+
+
+def test_nothing_hands_a_chat_or_an_element_to_another_user(location):
+    async def body(store):
+        _, a_thread = await start_chat(store, "alice", "secret")
+        async with store.layer.engine.begin() as conn:
+            await conn.execute(elements.insert().values(id="a-element", thread_id=a_thread, data='{"id": "a-element"}'))
+        bob_id, b_thread = await start_chat(store, "bob", "mine")
+        await store.layer.update_thread(a_thread, user_id=bob_id)  # Chainlit's first-interaction write, as Bob
+        init_http_context(user=await store.layer.get_user("bob"))
+        await store.layer.create_step(message(a_thread, "injected by bob"))
+        return (await store.layer.get_thread_author(a_thread), await store.layer.get_thread(a_thread),
+                await store.layer.get_element(b_thread, "a-element"), await store.layer.get_element(a_thread, "a-element"))
+
+    author, thread, via_bobs_chat, via_own_chat = run_with_store(location, body)
+    assert author == "alice"
+    assert [s["output"] for s in thread["steps"]] == ["secret"]
+    assert via_bobs_chat is None and via_own_chat == {"id": "a-element"}
+
+
+def test_feedback_is_kept_with_its_message_and_goes_with_the_chat(location):
+    async def body(store):
+        _, thread_id = await start_chat(store, "alice", "q")
+        answer = message(thread_id, "a", "assistant_message")
+        await store.layer.create_step(answer)
+        feedback_id = await store.layer.upsert_feedback(Feedback(forId=answer["id"], value=1, comment="good"))
+        thread = await store.layer.get_thread(thread_id)
+        await store.layer.delete_feedback(feedback_id)
+        after = await store.layer.get_thread(thread_id)
+        return thread["steps"][1].get("feedback"), after["steps"][1].get("feedback")
+
+    before, after = run_with_store(location, body)
+    assert before["value"] == 1 and before["comment"] == "good" and after is None
+
+
+def test_twelve_chats_writing_at_once_lose_nothing(location):
+    # 12 chats answering at once (--max-concurrent-chats default): each stores its question, then its
+    # answer in many updates, while the sidebar is read. No write may fail ("database is locked").
+    async def chat(store, user, n):
+        init_http_context(user=user)
+        thread_id = f"chat-{n}"
+        await store.layer.store_now(message(thread_id, f"question {n}"), user.id)
+        answer = message(thread_id, "", "assistant_message")
+        await store.layer.create_step(answer)
+        for part in range(20):
+            await store.layer.update_step({**answer, "output": f"answer {n} part {part}"})
+            await store.layer.list_threads(Pagination(first=20), ThreadFilter(userId=user.id))
+        return thread_id
+
+    async def body(store):
+        user = await store.layer.create_user(User(identifier="alice"))
+        ids = await asyncio.gather(*(chat(store, user, n) for n in range(12)))
+        return [await store.layer.get_thread(t) for t in ids], store.write_failing, store.last_error
+
+    chats, failing, error = run_with_store(location, body)
+    assert not failing, error
+    assert [[s["output"] for s in c["steps"]] for c in chats] == [
+        [f"question {n}", f"answer {n} part 19"] for n in range(12)]
+
+
+def test_a_newer_schema_is_refused_and_left_untouched(location):
+    async def bump(store):
+        async with store.layer.engine.begin() as conn:
+            await conn.execute(meta.update().values(value=str(SCHEMA_VERSION + 1)))
+
+    run_with_store(location, bump)
+    with pytest.raises(HistoryDatabaseError, match=rf"schema version {SCHEMA_VERSION + 1}, newer than .* \({SCHEMA_VERSION}\)"):
+        asyncio.run(prepare_database(location))
+
+    async def version():
+        store = HistoryStore.open(location)
+        async with store.layer.engine.connect() as conn:
+            value = (await conn.execute(select(meta.c.value))).scalar()
+        await store.close()
+        return value
+
+    assert asyncio.run(version()) == str(SCHEMA_VERSION + 1)
+
+
+def test_a_database_that_cannot_be_written_counts_errors_and_never_raises(location):
+    # What a read-only file or a full disk does to a write, made real without root-only tricks: on
+    # SQLite PRAGMA query_only (SQLITE_READONLY), on PostgreSQL a read-only transaction default.
+    errors = []
+
+    async def body(store):
+        store.layer.writer.on_error = lambda: errors.append(1)
+        user = await store.layer.create_user(User(identifier="alice"))
+        init_http_context(user=user)
+        if location.sqlite_file:
+            from sqlalchemy import event
+
+            event.listen(store.layer.engine.sync_engine, "connect",
+                         lambda dbapi, _rec: dbapi.cursor().execute("PRAGMA query_only=1"))
+        else:  # what an administrator does to put a database in read-only mode
+            async with store.layer.engine.begin() as conn:
+                name = (await conn.exec_driver_sql("select current_database()")).scalar()
+                await conn.exec_driver_sql(f'ALTER DATABASE "{name}" SET default_transaction_read_only = on')
+        await store.layer.engine.dispose()  # new connections get the setting
+        await store.layer.create_step(message("t1", "lost"))
+        await store.layer.store_now(message("t1", "lost too"), user.id)
+        return store.write_failing, store.last_error
+
+    failing, error = run_with_store(location, body)
+    assert failing and errors == [1, 1]
+    assert "read" in error.lower()
+
+
+def test_a_corrupt_sqlite_file_is_moved_aside_and_a_fresh_one_started(tmp_path):
+    path = tmp_path / "chats.db"
+    garbage = b"this is not a database " * 100
+    path.write_bytes(garbage)
+    location = DatabaseLocation(f"sqlite+aiosqlite:///{path}", path)
+    assert asyncio.run(prepare_database(location)) == SCHEMA_VERSION
+    kept = list(tmp_path.glob("chats.db.corrupt-*"))
+    assert len(kept) == 1 and kept[0].read_bytes() == garbage
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("select value from ernie_meta").fetchone() == (str(SCHEMA_VERSION),)
+        assert conn.execute("PRAGMA journal_mode").fetchone() == ("wal",)
