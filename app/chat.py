@@ -78,6 +78,9 @@ def status_markdown(rt: Runtime, language: str) -> str:
     ]
     if status.restarts:
         lines.append(f"**{t(language, 'panel_restarts')}:** {status.restarts}")
+    download = _download_links(rt, language)
+    if download:
+        lines.append(download)
     watch = rt.gpu_memory
     if watch is not None:
         now = watch.last if watch.last is not None else watch.sample()
@@ -85,6 +88,18 @@ def status_markdown(rt: Runtime, language: str) -> str:
         lines.append(f"**{t(language, 'panel_gpu_memory')}:** "
                      f"{fmt(watch.after_load)} / {fmt(watch.peak)} / {fmt(now)}")
     return "  \n".join(lines)
+
+
+def _download_links(rt: Runtime, language: str) -> str:
+    """'This chat: Markdown · JSON', once the chat is saved (the routes check that it is the user's)."""
+    try:
+        session = cl.context.session
+    except Exception:  # no chat in this context (tests of the panel's text)
+        return ""
+    if rt.history is None or not session.has_first_interaction or not session.thread_id:
+        return ""
+    base = f"{rt.settings.server.root_path}/history/chats/{session.thread_id}/export"
+    return (f"**{t(language, 'panel_download')}:** [Markdown]({base}.md) · [JSON]({base}.json)")
 
 
 def start_progress_line(status: EngineStatus, language: str) -> str:
@@ -104,14 +119,16 @@ async def show_status(rt: Runtime) -> None:
 
 async def keep_status_fresh(rt: Runtime) -> None:
     """Redraw the status panel when something in it changes: the engine state (loading -> ready,
-    restarts), the start's elapsed seconds, the GPU memory peak while an answer is generated."""
+    restarts), the start's elapsed seconds, the GPU memory peak while an answer is generated, and the chat
+    being saved for the first time (its download links appear)."""
     shown = None
+    session = cl.context.session
     while True:
         status = rt.host.status
         watch = rt.gpu_memory
         current = (status.state, status.detail, status.restarts,
                    int(time.time() - status.start_began_at) if status.starting else None,
-                   (watch.peak or 0) >> 20 if watch else None)
+                   (watch.peak or 0) >> 20 if watch else None, session.has_first_interaction)
         if current != shown:
             shown = current
             await show_status(rt)
@@ -278,6 +295,7 @@ async def _stream_answer(rt: Runtime, language: str, token_ids: list[int], param
         elif parts:
             # Stopped or cut off: the answer so far stays in the chat (and in the next prompt).
             await reply.update()
+        await _warn_if_history_fails(rt, language)
 
 
 class NestingWatch:
@@ -300,6 +318,14 @@ async def _stream_piece(reply: cl.Message, piece: str, parts: list[str], nesting
         await reply.stream_token(limit_nesting("".join(parts)), is_sequence=True)
     else:
         await reply.stream_token(piece)
+
+
+async def _warn_if_history_fails(rt: Runtime, language: str) -> None:
+    """Once per chat: the answers come, but the chat is not being saved (read-only file, full disk)."""
+    store = rt.history
+    if store is not None and store.write_failing and not cl.user_session.get("history_warned"):
+        cl.user_session.set("history_warned", True)
+        await notice(t(language, "history_failing", detail=store.last_error or ""))
 
 
 async def _save_so_far(reply: cl.Message, text: str) -> None:

@@ -28,7 +28,7 @@ from fastapi.responses import Response
 from starlette.middleware.base import BaseHTTPMiddleware
 
 from app.history import HistoryStore, locate, prepare_database
-from app.history.transfer import chat_messages, file_name, to_json, to_markdown
+from app.history.transfer import file_name, to_json, to_markdown
 
 log = logging.getLogger("ernie_chat.history")
 LOCAL_USER = "local"

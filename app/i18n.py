@@ -20,6 +20,8 @@ STRINGS: dict[str, dict[str, str]] = {
         "settings_fixed": "Setting {name} = {value} is outside {low}..{high}; using {used}.",
         "status_title": "Status",
         "regenerate": "Regenerate",
+        "history_failing": "This chat is not being saved: the chat database cannot be written ({detail}). "
+                           "Answers still come; see the log file.",
         "too_many_waiting": "This chat already has {limit} answers running or waiting, so this message was not "
                             "answered. It stays in the chat: edit it to send it again when one has finished.",
         "sanitized": "Control characters were removed from your message.",
@@ -31,6 +33,7 @@ STRINGS: dict[str, dict[str, str]] = {
         "panel_context": "Context",
         "panel_context_value": "{tokens} tokens",
         "panel_restarts": "Restarts",
+        "panel_download": "Download this chat",
         "panel_gpu_memory": "GPU memory (after load / peak / now)",
         "start_progress": "{bar} step {step} of {steps} · {seconds:.0f} s",
         # chat settings panel
@@ -62,6 +65,7 @@ STRINGS: dict[str, dict[str, str]] = {
         "settings_fixed": "设置 {name} = {value} 超出范围 {low}..{high}；已使用 {used}。",
         "status_title": "状态",
         "regenerate": "重新生成",
+        "history_failing": "本对话未被保存：无法写入聊天数据库（{detail}）。回答仍会继续；详情见日志文件。",
         "too_many_waiting": "本对话已有 {limit} 个回答正在生成或排队，这条消息未被回答。"
                             "它仍保留在对话中：待其中一个完成后，可编辑它重新发送。",
         "sanitized": "已移除消息中的控制字符。",
@@ -72,6 +76,7 @@ STRINGS: dict[str, dict[str, str]] = {
         "panel_context": "上下文",
         "panel_context_value": "{tokens} 个 token",
         "panel_restarts": "重启次数",
+        "panel_download": "下载本对话",
         "panel_gpu_memory": "显存（加载后 / 峰值 / 当前）",
         "start_progress": "{bar} 第 {step}/{steps} 步 · {seconds:.0f} 秒",
         "setting_system_prompt": "系统提示词",

@@ -77,6 +77,14 @@ class TokenMiddleware(BaseHTTPMiddleware):
         return await call_next(request)
 
 
+def _history_state(rt: Runtime) -> str:
+    """Whether chats are being saved: answers go on either way, so this does not make the app unready."""
+    store = rt.history
+    if store is None:
+        return "off"
+    return f"not saving: {store.last_error}" if store.write_failing else "saving"
+
+
 def create_app(runtime: Runtime) -> FastAPI:
     """Build the app: /healthz, /readyz, /metrics, then the Chainlit UI at the root."""
     set_current_runtime(runtime)
@@ -111,7 +119,7 @@ def create_app(runtime: Runtime) -> FastAPI:
     async def readyz(request: Request) -> JSONResponse:
         """200 only when the engine answers its health check; 503 with the state otherwise."""
         rt = runtime_of(request)
-        status = rt.host.status.to_dict()
+        status = {**rt.host.status.to_dict(), "history": _history_state(rt)}
         if rt.host.status.state is EngineState.READY:
             problem = await rt.host.health_problem()
             if problem is None:

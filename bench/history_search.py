@@ -28,9 +28,10 @@ from chainlit.user import User  # noqa: E402
 from app.history import HistoryStore, prepare_database  # noqa: E402
 from app.history.database import DatabaseLocation  # noqa: E402
 
-WORDS_EN = ("weather river engine quantum garden history window market letter planet music bridge "
-            "summer coffee station mountain").split()
-WORDS_ZH = ["天气", "河流", "引擎", "花园", "历史", "窗户", "市场", "信件", "行星", "音乐", "桥梁", "夏天", "咖啡", "车站", "山峰"]
+WORDS_EN = ["weather", "river", "engine", "quantum", "garden", "history", "window", "market", "letter", "planet",
+            "music", "bridge", "summer", "coffee", "station", "mountain"]
+WORDS_ZH = ["天气", "河流", "引擎", "花园", "历史", "窗户", "市场", "信件", "行星", "音乐", "桥梁", "夏天", "咖啡",
+            "车站", "山峰"]
 NEEDLE_EN, NEEDLE_ZH = "zeppelin", "量子纠缠"  # each in 1% of the chats, in a late message, never in a title
 
 

@@ -9,8 +9,8 @@ import shutil
 import subprocess
 import tempfile
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 from tests.helpers import free_port
 

@@ -6,8 +6,9 @@
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable, Optional
+from typing import Optional
 
 from app.history.data_layer import HistoryDataLayer
 from app.history.database import DatabaseLocation, create_engine, locate, prepare_database
@@ -22,7 +23,7 @@ class HistoryStore:
     layer: HistoryDataLayer
 
     @classmethod
-    def open(cls, location: DatabaseLocation, on_write_error: Optional[Callable[[], None]] = None) -> "HistoryStore":
+    def open(cls, location: DatabaseLocation, on_write_error: Optional[Callable[[], None]] = None) -> HistoryStore:
         """Engine and writer for a prepared database (``prepare_database`` first); connects lazily, in the
         event loop that first uses it."""
         engine = create_engine(location)

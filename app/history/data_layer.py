@@ -16,14 +16,14 @@ import json
 import logging
 import time
 import uuid
-from typing import TYPE_CHECKING, Any, Dict, List, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 from chainlit.data.base import BaseDataLayer
 from chainlit.data.utils import queue_until_user_message
 from chainlit.types import Feedback, PageInfo, PaginatedResponse, Pagination, ThreadDict, ThreadFilter
 from chainlit.user import PersistedUser, User
 from chainlit.utils import utc_now
-from sqlalchemy import and_, delete, exists, func, or_, select, update
+from sqlalchemy import and_, delete, exists, func, or_, select
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from app.history.schema import elements, feedbacks, steps, threads, users
@@ -53,7 +53,7 @@ def _loads(text: Optional[str], empty: Any) -> Any:
         return empty
 
 
-def _plain_json(metadata: Dict[str, Any]) -> Dict[str, Any]:
+def _plain_json(metadata: dict[str, Any]) -> dict[str, Any]:
     """What of a session's metadata can be kept: Chainlit persists the whole user session, which holds live
     objects too (our status-panel task); stored as text they would come back as strings on resume."""
     kept = {}
@@ -83,7 +83,7 @@ def _session_user_identifier() -> Optional[str]:
         return None
 
 
-def _search_text(step: Dict[str, Any]) -> str:
+def _search_text(step: dict[str, Any]) -> str:
     """A message's words for search, lower-cased here (Python folds every script; SQLite's lower() only
     ASCII), so that the search is a plain substring test."""
     if "message" not in str(step.get("type", "")):
@@ -146,11 +146,11 @@ class HistoryDataLayer(BaseDataLayer):
         return None
 
     async def update_thread(self, thread_id: str, name: Optional[str] = None, user_id: Optional[str] = None,
-                            metadata: Optional[Dict] = None, tags: Optional[List[str]] = None) -> None:
+                            metadata: Optional[dict] = None, tags: Optional[list[str]] = None) -> None:
         async def write(conn: AsyncConnection) -> None:
             owner = await self._ensure_thread(conn, thread_id)
             row = (await conn.execute(select(threads).where(threads.c.id == thread_id))).one()
-            values: Dict[str, Any] = {"updated_at": utc_now()}
+            values: dict[str, Any] = {"updated_at": utc_now()}
             if user_id is not None:
                 new_owner = (await conn.execute(select(users.c.identifier).where(users.c.id == user_id))).first()
                 if new_owner is None:
@@ -176,7 +176,7 @@ class HistoryDataLayer(BaseDataLayer):
 
         await self.writer.write(write, "deleting a chat", raise_errors=True)
 
-    def _thread_dict(self, row: Any, step_dicts: List[Dict], element_dicts: List[Dict]) -> ThreadDict:
+    def _thread_dict(self, row: Any, step_dicts: list[dict], element_dicts: list[dict]) -> ThreadDict:
         return ThreadDict(id=row.id, createdAt=row.created_at, name=row.name, userId=row.user_id,
                           userIdentifier=row.user_identifier, tags=_loads(row.tags, []),
                           metadata=_loads(row.metadata, {}), steps=step_dicts, elements=element_dicts)
@@ -240,7 +240,7 @@ class HistoryDataLayer(BaseDataLayer):
         return self._thread_dict(row, step_dicts, [_loads(e.data, {}) for e in element_rows])
 
     # -- messages (steps) ------------------------------------------------------------------------
-    def _step_write(self, step_dict: "StepDict", owner_user_id: Optional[str] = None):
+    def _step_write(self, step_dict: StepDict, owner_user_id: Optional[str] = None):
         step = dict(step_dict)
         step.pop("feedback", None)  # kept in its own table
         thread_id = step.get("threadId")
@@ -280,14 +280,14 @@ class HistoryDataLayer(BaseDataLayer):
         return write
 
     @queue_until_user_message()
-    async def create_step(self, step_dict: "StepDict") -> None:
+    async def create_step(self, step_dict: StepDict) -> None:
         await self.writer.write(self._step_write(step_dict), "saving a message")
 
     @queue_until_user_message()
-    async def update_step(self, step_dict: "StepDict") -> None:
+    async def update_step(self, step_dict: StepDict) -> None:
         await self.writer.write(self._step_write(step_dict), "saving a message")
 
-    async def store_now(self, step_dict: "StepDict", owner_user_id: Optional[str]) -> None:
+    async def store_now(self, step_dict: StepDict, owner_user_id: Optional[str]) -> None:
         """Store a message (and give its chat its owner) and wait for it, up to a short timeout: the
         user's message is stored before the engine answers (issue 12, item 7)."""
         await self.writer.write(self._step_write(step_dict, owner_user_id), "saving a message",
@@ -300,7 +300,7 @@ class HistoryDataLayer(BaseDataLayer):
 
         await self.writer.write(write, "deleting a message")
 
-    async def get_favorite_steps(self, user_id: str) -> List["StepDict"]:
+    async def get_favorite_steps(self, user_id: str) -> list[StepDict]:
         async with self.engine.connect() as conn:
             rows = (await conn.execute(
                 select(steps.c.data).join(threads, steps.c.thread_id == threads.c.id)
@@ -311,7 +311,7 @@ class HistoryDataLayer(BaseDataLayer):
 
     # -- elements --------------------------------------------------------------------------------
     @queue_until_user_message()
-    async def create_element(self, element: "Element") -> None:
+    async def create_element(self, element: Element) -> None:
         element_dict = dict(element.to_dict())
         if isinstance(getattr(element, "content", None), str):
             element_dict["content"] = element.content  # text elements: kept with the chat, no file store
@@ -321,7 +321,8 @@ class HistoryDataLayer(BaseDataLayer):
 
         async def write(conn: AsyncConnection) -> None:
             await self._ensure_thread(conn, thread_id)
-            existing = (await conn.execute(select(elements.c.thread_id).where(elements.c.id == element_dict["id"]))).first()
+            query = select(elements.c.thread_id).where(elements.c.id == element_dict["id"])
+            existing = (await conn.execute(query)).first()
             if existing is None:
                 await conn.execute(elements.insert().values(id=element_dict["id"], thread_id=thread_id,
                                                             for_id=element_dict.get("forId"),
@@ -332,7 +333,7 @@ class HistoryDataLayer(BaseDataLayer):
 
         await self.writer.write(write, "saving an element")
 
-    async def get_element(self, thread_id: str, element_id: str) -> Optional["ElementDict"]:
+    async def get_element(self, thread_id: str, element_id: str) -> Optional[ElementDict]:
         async with self.engine.connect() as conn:
             row = (await conn.execute(select(elements.c.data).where(elements.c.id == element_id,
                                                                     elements.c.thread_id == thread_id))).first()

@@ -7,9 +7,9 @@ JSON column has nothing to break and survives Chainlit adding fields.
 """
 from __future__ import annotations
 
-from typing import Awaitable, Callable
+from collections.abc import Awaitable, Callable
 
-from sqlalchemy import (BigInteger, Column, ForeignKey, Index, MetaData, String, Table, Text, UniqueConstraint)
+from sqlalchemy import BigInteger, Column, ForeignKey, Index, MetaData, String, Table, Text, UniqueConstraint
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 SCHEMA_VERSION = 1

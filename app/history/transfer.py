@@ -151,7 +151,7 @@ def run_transfer(action: str, location: Optional[DatabaseLocation], out: Path, f
                 print(f"exported {len(written)} chats from {location.shown} to {out}")
                 return 0
             added = 0
-            for path, data in zip(files, exports):
+            for path, data in zip(files, exports, strict=True):
                 if await import_chat(store.layer, data):
                     added += 1
                     print(f"imported {path}")

@@ -111,11 +111,14 @@ def test_a_past_chat_is_in_the_sidebar_after_a_restart_opens_and_continues(brows
     texts = [json.loads(d)["output"] for (d,) in rows(restarted["db"], "select data from steps where thread_id = ? "
                                                       "and type = 'user_message' order by created_at, position", paris)]
     assert texts == ["the weather in Paris", "and tomorrow?"]
-    # The chat downloads as Markdown and JSON, for its owner (the browser's login cookie).
-    markdown = page.request.get(f"{app.url}/history/chats/{paris}/export.md")
-    assert markdown.status == 200 and "**You:**\n\nthe weather in Paris" in markdown.text()
-    assert "attachment" in markdown.headers["content-disposition"]
-    exported = page.request.get(f"{app.url}/history/chats/{paris}/export.json").json()
+    # The chat downloads as Markdown and JSON from the status panel's links, for its owner (the cookie).
+    panel = page.locator("#side-view-content")
+    with page.expect_download(timeout=15000) as markdown:
+        panel.get_by_role("link", name="Markdown").click()
+    assert "**You:**\n\nthe weather in Paris" in open(markdown.value.path(), encoding="utf-8").read()
+    with page.expect_download(timeout=15000) as exported_json:
+        panel.get_by_role("link", name="JSON").click()
+    exported = json.load(open(exported_json.value.path(), encoding="utf-8"))
     assert [m["content"] for m in exported["messages"] if m["role"] == "user"] == ["the weather in Paris",
                                                                                    "and tomorrow?"]
     assert get(f"{app.url}/history/chats/{paris}/export.md")[0] == 401  # no cookie, no chat

@@ -9,7 +9,6 @@ import json
 import sqlite3
 import time
 import uuid
-from pathlib import Path
 
 import httpx
 import pytest

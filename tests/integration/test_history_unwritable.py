@@ -20,8 +20,7 @@ from tests.integration.test_history_isolation import socket_connect
 pytestmark = pytest.mark.timeout(600)
 
 
-async def chat_and_wait_for_answer(app, client: httpx.Client) -> str:
-    events: list = []
+async def chat_and_wait_for_answer(app, client: httpx.Client, events: list) -> str:
     thread_id = str(uuid.uuid4())
     sio = await socket_connect(app, client, thread_id, events)
     try:
@@ -33,6 +32,7 @@ async def chat_and_wait_for_answer(app, client: httpx.Client) -> str:
             for name, data in events:
                 if (name in ("new_message", "update_message") and isinstance(data, dict)
                         and data.get("type") == "assistant_message" and "prompt" in (data.get("output") or "")):
+                    await asyncio.sleep(1)  # the page's one warning follows the answer
                     return data["output"]
             await asyncio.sleep(0.2)
         raise AssertionError(f"no answer; events: {[e for e, _ in events][-10:]}")
@@ -47,8 +47,14 @@ def test_answers_come_and_failures_are_counted_when_the_database_is_read_only(ti
     with running_app(tiny_model_dir, tmp_path, "--database-url", url, "--max-tokens", "16") as app:
         client = httpx.Client(base_url=app.url, timeout=30)
         client.get("/")  # the page logs the local user in (a cookie)
-        answer = asyncio.run(chat_and_wait_for_answer(app, client))
+        events: list = []
+        answer = asyncio.run(chat_and_wait_for_answer(app, client, events))
         assert "prompt" in answer
+        # The page says so once, and /readyz tells it (the app stays ready: answers come).
+        shown = [data.get("output", "") for name, data in events if name == "new_message" and isinstance(data, dict)]
+        assert sum("This chat is not being saved" in text for text in shown) == 1, shown
+        code, ready = app.readyz()
+        assert code == 200 and ready["history"].startswith("not saving: "), ready
         errors = metric_value(get(app.url + "/metrics")[1], "ernie_chat_history_write_errors_total")
         assert errors >= 1
         assert "chat history is not being saved" in app.output()

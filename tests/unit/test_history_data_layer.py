@@ -179,7 +179,8 @@ def test_nothing_hands_a_chat_or_an_element_to_another_user(location):
         init_http_context(user=await store.layer.get_user("bob"))
         await store.layer.create_step(message(a_thread, "injected by bob"))
         return (await store.layer.get_thread_author(a_thread), await store.layer.get_thread(a_thread),
-                await store.layer.get_element(b_thread, "a-element"), await store.layer.get_element(a_thread, "a-element"))
+                await store.layer.get_element(b_thread, "a-element"),
+                await store.layer.get_element(a_thread, "a-element"))
 
     author, thread, via_bobs_chat, via_own_chat = run_with_store(location, body)
     assert author == "alice"
@@ -233,7 +234,8 @@ def test_a_newer_schema_is_refused_and_left_untouched(location):
             await conn.execute(meta.update().values(value=str(SCHEMA_VERSION + 1)))
 
     run_with_store(location, bump)
-    with pytest.raises(HistoryDatabaseError, match=rf"schema version {SCHEMA_VERSION + 1}, newer than .* \({SCHEMA_VERSION}\)"):
+    newer = rf"schema version {SCHEMA_VERSION + 1}, newer than .* \({SCHEMA_VERSION}\)"
+    with pytest.raises(HistoryDatabaseError, match=newer):
         asyncio.run(prepare_database(location))
 
     async def version():

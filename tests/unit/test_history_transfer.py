@@ -91,9 +91,11 @@ def test_import_refuses_what_is_not_an_export(tmp_path):
     bad.write_text(json.dumps({"hello": 1}))
     result = launch("import", "--data-dir", str(tmp_path / "db"), str(bad))
     assert result.returncode == 2
-    assert result.stderr.strip() == f"error: cannot import {bad}: not an ernie-chat JSON export (format ernie-chat/chat-v1)"
+    expected = f"error: cannot import {bad}: not an ernie-chat JSON export (format ernie-chat/chat-v1)"
+    assert result.stderr.strip() == expected
     assert not (tmp_path / "db").exists()  # nothing written for a refused import
-    assert launch("export", "--no-history").stderr.strip() == "error: export needs the chat database: remove --no-history"
+    refused = launch("export", "--no-history").stderr.strip()
+    assert refused == "error: export needs the chat database: remove --no-history"
 
 
 def test_a_database_from_a_newer_version_stops_the_app_with_one_line(tmp_path):
