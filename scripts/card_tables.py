@@ -46,16 +46,16 @@ CARDS = (
     Card("A100, A30 (sm80)", "Ampere DC (A100 40/80, A30)", "NVIDIA A100-SXM4-40GB,8.0,40",
          "the model's own dtype",
          "sm80 has no fp8 hardware: the tutorial's fp8 weights and KV cache run through fallbacks there (not "
-         "measured); a 0.9 share held 127.2 GiB of an H200 (docs/benchmarks.md, 2026-12-02)", "tutorial-a100"),
+         "measured); the line as printed held 126.6 GiB of an H200 (docs/benchmarks.md, 2026-12-03)", "tutorial-a100"),
     Card("A10, A40, RTX 30 (sm86)", "Ampere (A10, A40, RTX 30)", "NVIDIA A10,8.6,22.5",
          "no fp8 here: fp8 KV would change backends or fail",
-         "the tutorial's line is eager: on an H200 eager lines decoded 50-121 tok/s single-stream, auto "
-         "531-591 (docs/benchmarks.md, 2026-12-02); sm86 has no fp8, so the KV cache stays bf16", "tutorial-a10"),
+         "the tutorial's line is eager: on an H200 it decoded 100-132 tok/s single-stream, auto "
+         "488-648 (docs/benchmarks.md, 2026-12-03); sm86 has no fp8, so the KV cache stays bf16", "tutorial-a10"),
     Card("L4, L40S, RTX 40 (sm89)", "Ada (L4, L40S, RTX 40)", "NVIDIA L4,8.9,22.5",
          "fp8 KV only if you ask; it buys nothing for one user", "fp8 KV possible here, only if asked"),
     Card("H100, H200 (sm90)", "Hopper (H100, H200, H20, GH200)", "NVIDIA H200,9.0,140.4",
-         "531-591 tok/s single stream, 3.1 GiB of the card, measured on an H200 (docs/benchmarks.md)",
-         "measured on an H200: 531-591 tok/s single stream, 3.1 GiB of the card (docs/benchmarks.md, 2026-12-02)"),
+         "488-648 tok/s single stream, 2.5 GiB of the card, measured on an H200 (docs/benchmarks.md)",
+         "measured on an H200: 488-648 tok/s single stream, 2.5 GiB of the card (docs/benchmarks.md, 2026-12-03)"),
     Card("B200, RTX 50 (sm100/120)", "Blackwell (B200; RTX 50)", "NVIDIA B200,10.0,179",
          "", "default CUDA 13 wheels carry sm100/sm120"),
     Card("8 GB laptop, 6.9 GiB free (sm89)", "small or shared card (RTX 4060 Laptop, 6.9 GiB free)",

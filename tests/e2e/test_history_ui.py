@@ -33,6 +33,16 @@ def open_page(browser, app, path="/"):
     return page, navigations
 
 
+def thread_id_of(page, title: str) -> str:
+    """The chat's id, from its entry in the history sidebar (element id "thread-<id>"); Chainlit's page
+    does not always move its URL to /thread/<id> after the first message."""
+    found = page.wait_for_function(
+        """title => { for (const e of document.querySelectorAll('[id^="thread-"]')) {
+              if (/^thread-[0-9a-f-]{36}$/.test(e.id) && e.textContent.includes(title)) return e.id; }
+            return null; }""", arg=title, timeout=15000)
+    return found.json_value().removeprefix("thread-")
+
+
 def new_chat(page):
     page.click("#header #new-chat-button")
     confirm = page.get_by_role("button", name="Confirm")
@@ -69,13 +79,13 @@ def restarted(browser, tiny_model_dir, tmp_path_factory):
         page, navigations = open_page(browser, first)
         send(page, "the weather in Paris")
         paris = wait_stats(page, 1)
-        paris_id = page.url.rsplit("/thread/", 1)[1]
+        paris_id = thread_id_of(page, "the weather in Paris")
         new_chat(page)
         send(page, "你好")
         wait_stats(page, 1)
         send(page, "请用三句话解释量子纠缠")
         wait_stats(page, 2)
-        chinese_id = page.url.rsplit("/thread/", 1)[1]
+        chinese_id = thread_id_of(page, "你好")
         page.context.close()
     finally:
         first.stop()
