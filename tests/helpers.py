@@ -83,7 +83,7 @@ class LaunchedApp:
         self.stdout.flush()
         return Path(self.stdout.name).read_text(errors="replace")
 
-    def wait_http(self, timeout: float = 30) -> float:
+    def wait_http(self, timeout: float = 60) -> float:
         deadline = time.time() + timeout
         while time.time() < deadline:
             if self.proc.poll() is not None:
