@@ -10,6 +10,7 @@ import os
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Optional
 
 from app.errors import SettingsError
@@ -262,3 +263,23 @@ class GpuFaultWatch:
             self._ecc_baseline = count
             return f"uncorrected ECC errors on {self.gpu.name} (total {count})"
         return None
+
+
+@dataclass(frozen=True)
+class CpuFacts:
+    """What the CPU plan needs: bf16 support (AVX512-BF16 / AMX) and memory."""
+
+    has_bf16: bool = False
+    available_bytes: int = 8 * GIB
+
+
+def cpu_facts() -> CpuFacts:
+    """This machine's CPU: bf16 instructions (from /proc/cpuinfo) and the memory available now."""
+    try:
+        flags = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        flags = ""
+    import psutil
+
+    return CpuFacts(has_bf16=("avx512_bf16" in flags or "amx_bf16" in flags),
+                    available_bytes=int(psutil.virtual_memory().available))

@@ -10,28 +10,16 @@ import logging
 import socket
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Optional
 
 from app.cli import Command, parse_command
 from app.errors import ErnieChatError, InsecureBindError, PortInUseError
-from app.hardware import GIB, detect_vllm_build, parse_assumed_gpu, probe_gpus
+from app.hardware import GIB, cpu_facts, detect_vllm_build, parse_assumed_gpu, probe_gpus
 from app.model_source import check_model_setting, model_shape
-from app.profiles import CpuFacts, EnginePlan, plan_engine
+from app.profiles import EnginePlan, plan_engine
 from app.settings import AppSettings
 
 log = logging.getLogger("ernie_chat")
-
-
-def cpu_facts() -> CpuFacts:
-    try:
-        flags = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        flags = ""
-    import psutil
-
-    return CpuFacts(has_bf16=("avx512_bf16" in flags or "amx_bf16" in flags),
-                    available_bytes=int(psutil.virtual_memory().available))
 
 
 def make_plan(command: Command) -> EnginePlan:

@@ -24,6 +24,7 @@ from app.hardware import (
     SM_FP8,
     SM_VLLM_MINIMUM,
     SM_VOLTA,
+    CpuFacts,
     GpuInfo,
     VllmBuild,
 )
@@ -65,14 +66,6 @@ class ModelShape:
 
     def weight_bytes(self, dtype_bytes: int = 2) -> int:
         return self.num_params * dtype_bytes
-
-
-@dataclass(frozen=True)
-class CpuFacts:
-    """What the CPU plan needs: bf16 support (AVX512-BF16 / AMX) and memory."""
-
-    has_bf16: bool = False
-    available_bytes: int = 8 * GIB
 
 
 @dataclass(frozen=True)
