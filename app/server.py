@@ -92,12 +92,16 @@ def create_app(runtime: Runtime) -> FastAPI:
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         runtime.host.start_in_background()
+        from app.chat import keep_forgetting_closed_chats
+
+        janitor = asyncio.create_task(keep_forgetting_closed_chats(), name="forget-closed-chats")
         watch = runtime.gpu_memory
         sampler = asyncio.create_task(watch.follow(lambda: runtime.host.gate.active > 0, runtime.metrics),
                                       name="gpu-memory-sampler") if watch else None
         try:
             yield
         finally:
+            janitor.cancel()
             if sampler:
                 sampler.cancel()
             log.info("shutting down the engine")
