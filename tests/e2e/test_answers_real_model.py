@@ -17,7 +17,9 @@ pytestmark = pytest.mark.timeout(600)
 CAPITAL = "What is the capital of France?"
 LIST_QUESTION = "What are three benefits of exercise? Answer with a short list."
 CODE_QUESTION = "Show me how to reverse a string in Python."
-MATH_QUESTION = r"Area of a circle: $A = \pi r^2$. And $$\int_0^1 x^2\,dx = \frac{1}{3}$$ Explain the integral."
+# Your own messages are shown as typed (docs/security.md); answers render LaTeX. Greedy SmolLM2 answers this
+# with 'Repeat exactly: $\pi r^2$' (transformers' generate, float32): a formula in the answer.
+MATH_QUESTION = r"Repeat exactly: $A = \pi r^2$"
 # Answers here come in 4-byte emoji split across byte-level tokens: where a careless stream shows U+FFFD.
 EMOJI_PRONE = "你好，请介绍一下你自己。"
 STATS = re.compile(r"(prompt|提示) \d+ (tokens|个 token)")
@@ -128,8 +130,9 @@ def test_math_renders_with_katex_from_the_app(open_page, real_app, shots_dir):
     katex_files = []
     page.on("response", lambda r: katex_files.append((r.url, r.status)) if "/katex/" in r.url else None)
     ask(page, MATH_QUESTION, 1)
-    formula = page.locator('[data-step-type="user_message"] .katex')
-    assert formula.count() == 2  # inline and display
+    formula = page.locator('[data-step-type="assistant_message"] .katex')
+    assert formula.count() >= 1  # the answer's formula, rendered
+    assert page.locator('[data-step-type="user_message"] .katex').count() == 0  # the question as typed
     # KaTeX's CSS is applied (its MathML copy is visually hidden) and its fonts came from the app.
     assert page.evaluate("""() => { const m = document.querySelector('.katex-mathml');
         return getComputedStyle(m).position === 'absolute' && getComputedStyle(m).overflow === 'hidden'; }""")
