@@ -140,32 +140,37 @@ def test_one_chat_cannot_queue_more_than_three_answers(served_app):
     chat's socket gets 3 answers running or waiting and a notice for the rest; other users keep their
     places (one session once queued 60, and another user saw "48 ahead of you")."""
     import asyncio
+    import concurrent.futures
     import uuid
-    from datetime import datetime, timezone
 
-    import socketio
+    import httpx
+
+    from tests.integration.test_history_isolation import socket_connect
 
     async def flood() -> tuple[list[str], int]:
-        client = socketio.AsyncClient()
-        notices: list[str] = []
-        client.on("new_message", lambda step: notices.append(step.get("output") or ""))
-        await client.connect(served_app.url, socketio_path="/ws/socket.io", transports=["websocket"],
-                             auth={"clientType": "webapp", "sessionId": str(uuid.uuid4()), "threadId": None,
-                                   "userEnv": "{}", "chatProfile": None})
-        await client.emit("connection_successful")
+        client = httpx.Client(base_url=served_app.url, timeout=30)
+        client.get("/")  # the page logs the local user in (a cookie): the socket wants that login
+        events: list = []
+        thread_id = str(uuid.uuid4())
+        sio = await socket_connect(served_app, client, thread_id, events)
         await asyncio.sleep(1)
         for i in range(8):
-            await client.emit("client_message", {"message": {
-                "id": str(uuid.uuid4()), "threadId": "", "name": "User", "type": "user_message",
+            await sio.emit("client_message", {"message": {
+                "id": str(uuid.uuid4()), "threadId": thread_id, "name": "local", "type": "user_message",
                 "output": f"Write a very long story, number {i}.",
-                "createdAt": datetime.now(timezone.utc).isoformat()}, "fileReferences": None})
+                "createdAt": time.strftime("%Y-%m-%dT%H:%M:%S.000Z", time.gmtime())}, "fileReferences": []})
         await asyncio.sleep(3)
-        most = int(metric_value(get(served_app.url + "/metrics")[1], "ernie_chat_active_requests")
-                   + metric_value(get(served_app.url + "/metrics")[1], "ernie_chat_queued_requests"))
-        await client.disconnect()  # closing the socket stops this chat's answers (checked below)
-        return notices, most
+        metrics = get(served_app.url + "/metrics")[1]
+        in_flight = int(metric_value(metrics, "ernie_chat_active_requests")
+                        + metric_value(metrics, "ernie_chat_queued_requests"))
+        await sio.disconnect()  # closing the socket stops this chat's answers (checked below)
+        client.close()
+        shown = [data.get("output") or "" for name, data in events if name == "new_message" and isinstance(data, dict)]
+        return shown, in_flight
 
-    notices, in_flight = asyncio.run(flood())
+    # Playwright's sync API holds an event loop in this thread: the socket client gets a thread of its own.
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        notices, in_flight = pool.submit(asyncio.run, flood()).result(timeout=240)
     refused = [n for n in notices if "already has 3 answers" in n]
     assert len(refused) == 5 and in_flight <= 3, (len(refused), in_flight)
     _assert_engine_stopped(served_app)
