@@ -25,12 +25,12 @@ EXPECTED = ("<|begin_of_sentence|>You are a concise assistant.\n"
 def test_the_real_files_render_the_chat_template_exactly(tiny_real_files_dir):
     from transformers import AutoTokenizer
 
-    from app.chat import encode_messages
+    from app.conversation import ChatTemplate
 
     assert not (tiny_real_files_dir / "tokenizer.json").exists()  # only the SentencePiece model
     tokenizer = AutoTokenizer.from_pretrained(tiny_real_files_dir)  # no trust_remote_code
     assert tokenizer.apply_chat_template(TWO_TURNS, tokenize=False, add_generation_prompt=True) == EXPECTED
-    ids = encode_messages(tokenizer, TWO_TURNS)  # what the app sends the engine
+    ids = ChatTemplate(tokenizer).encode(TWO_TURNS)  # what the app sends the engine
     assert tokenizer.decode(ids) == EXPECTED
     assert ids[0] == tokenizer.convert_tokens_to_ids("<|begin_of_sentence|>")
     assert tokenizer.convert_tokens_to_ids("<|end_of_sentence|>") in ids
@@ -41,7 +41,7 @@ def test_the_app_serves_the_real_file_set(tiny_real_files_dir, tmp_path):
 
     expected_ids = AutoTokenizer.from_pretrained(tiny_real_files_dir)(EXPECTED, add_special_tokens=False)["input_ids"]
     with running_app(tiny_real_files_dir, tmp_path) as app:
-        body = {"messages": TWO_TURNS, "max_tokens": 8, "temperature": 0}
+        body = {"messages": TWO_TURNS, "max_tokens": 16, "temperature": 0}
         request = urllib.request.Request(app.url + "/v1/chat/completions", data=json.dumps(body).encode(),
                                          headers={"Content-Type": "application/json"})
         with urllib.request.urlopen(request, timeout=120) as response:
