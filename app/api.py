@@ -88,8 +88,10 @@ def build_router() -> APIRouter:
         try:
             try:
                 raw = await request.json()
-            except (ValueError, RecursionError) as err:
-                raise BadRequestError(f"body: not valid JSON ({type(err).__name__})") from None
+            except RecursionError:  # deeply nested JSON: one line, not a plain-text 500 (issue 16)
+                raise BadRequestError("body: JSON nested too deeply (maximum recursion depth)") from None
+            except ValueError as err:
+                raise BadRequestError(f"body: not valid JSON ({err})") from None
             body = parse_request(raw, rt.settings.chat.max_request_messages)
             if not rt.host.ready:
                 raise EngineUnavailable(f"engine not ready: {rt.host.status.state.value}")
