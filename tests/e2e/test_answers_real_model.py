@@ -148,9 +148,9 @@ def test_math_renders_with_katex_from_the_app(open_page, real_app, shots_dir):
 def test_chinese_ui(open_page, shots_dir):
     page = open_page(locale="zh-CN")
     assert "输入" in (page.get_attribute("#chat-input", "placeholder") or "")
-    assert "Paris" in ask(page, CAPITAL, 1)
     panel = page.inner_text("#side-view-content")
     assert "引擎" in panel and "ready" in panel
+    assert "Paris" in ask(page, CAPITAL, 1)
     page.screenshot(path=str(shots_dir / "real-zh.png"))
 
 
