@@ -239,6 +239,7 @@ async def _stream_answer(rt: Runtime, language: str, token_ids: list[int], param
     interval = rt.settings.chat.stream_interval_ms / 1000
     started = time.perf_counter()
     last_save = started
+    saving: Optional[asyncio.Task] = None
     nesting = NestingWatch()
     first_token_at: Optional[float] = None
     tokens = 0
@@ -264,9 +265,10 @@ async def _stream_answer(rt: Runtime, language: str, token_ids: list[int], param
                 await asyncio.sleep(0.001)
                 pending.clear()
                 last_flush = now
-            if now - last_save >= SAVE_EVERY_SECONDS and parts:
+            if now - last_save >= SAVE_EVERY_SECONDS and parts and (saving is None or saving.done()):
+                # In the background: a slow database must not hold up the stream (one save at a time).
                 last_save = now
-                await _save_so_far(reply, "".join(parts))
+                saving = asyncio.create_task(_save_so_far(reply, "".join(parts)))
         if pending:
             await _stream_piece(reply, "".join(pending), parts, nesting)
     except asyncio.CancelledError:
