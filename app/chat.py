@@ -32,7 +32,7 @@ from app.conversation import (
     max_tokens_cap,
     stats_line_values,
 )
-from app.engine import START_STEPS, EngineState, EngineStatus
+from app.engine import START_STEPS, EngineState, EngineStatus, Speed
 from app.errors import EngineUnavailable, PromptTooLongError, RequestRefused
 from app.i18n import STARTERS, t
 from app.login_guard import new_login_id
@@ -76,6 +76,11 @@ def status_markdown(rt: Runtime, language: str) -> str:
         + (f"  \n{start_progress_line(status, language)}" if status.starting else ""),
         f"**{t(language, 'panel_context')}:** {t(language, 'panel_context_value', tokens=rt.max_model_len)}",
     ]
+    if status.speed is not None:
+        seconds = status.full_speed_seconds if status.full_speed_seconds is not None else (
+            time.time() - status.start_began_at)
+        lines.append(f"**{t(language, 'panel_speed')}:** "
+                     f"{t(language, 'speed_' + status.speed.value, seconds=seconds)}")
     if status.restarts:
         lines.append(f"**{t(language, 'panel_restarts')}:** {status.restarts}")
     download = _download_links(rt, language)
@@ -126,8 +131,9 @@ async def keep_status_fresh(rt: Runtime) -> None:
     while True:
         status = rt.host.status
         watch = rt.gpu_memory
-        current = (status.state, status.detail, status.restarts,
-                   int(time.time() - status.start_began_at) if status.starting else None,
+        current = (status.state, status.detail, status.restarts, status.speed,
+                   int(time.time() - status.start_began_at) if status.starting or status.speed is Speed.STARTING
+                   else None,
                    (watch.peak or 0) >> 20 if watch else None, session.has_first_interaction)
         if current != shown:
             shown = current

@@ -1,4 +1,4 @@
-"""EngineHost: one engine at a time (vLLM in this process, or a remote server), started in the background,
+"""EngineHost: the engine (one at a time; two while a starting engine hands over), started in the background,
 watched, restarted. It speaks only the engine protocol (app/engine_protocol.py): no vLLM type here.
 
 Why a loop of its own: AsyncLLM binds its output handler to the event loop that creates it, and creating
@@ -7,7 +7,10 @@ the web server's loop never blocks, and every call crosses over with ``run_corou
 and ``call_soon_threadsafe`` (out). Calling ``generate`` directly across loops hangs.
 
 States: loading -> warming -> ready; ready -> restarting -> ready when the engine dies; failed when a
-start fails for good. vLLM is imported on the engine thread, so the UI answers HTTP before it loads.
+start fails for good. With a starting engine (--quick-start, app/profiles.py) "ready" comes from an eager
+engine while the full-speed one is built on a second loop; new requests then go to the full one, answers in
+flight finish where they began, and the starting engine is shut down when its last answer ends.
+vLLM is imported on the engine thread, so the UI answers HTTP before it loads.
 Every "N s" the user sees counts from the launch of the process, the moment they pressed Enter.
 """
 from __future__ import annotations
@@ -55,6 +58,14 @@ class StartStep(int, Enum):
 START_STEPS = len(StartStep)
 
 
+class Speed(str, Enum):
+    """Which engine answers, when a starting engine runs first (the panel and /readyz say it)."""
+
+    STARTING = "starting"  # the eager engine answers; the full-speed one is being built
+    FULL = "full"  # the full-speed engine answers
+    STARTING_ONLY = "starting_only"  # the full-speed engine failed to start; the eager one stays
+
+
 @dataclass
 class EngineStatus:
     state: EngineState = EngineState.STOPPED
@@ -64,6 +75,8 @@ class EngineStatus:
     last_error: str = ""
     step: Optional[StartStep] = None  # while starting: which step; None otherwise
     start_began_at: float = field(default_factory=time.time)  # the launch, or the restart's beginning
+    speed: Optional[Speed] = None  # None: one engine, no switch planned
+    full_speed_seconds: Optional[float] = None  # launch -> the full-speed engine took over
 
     @property
     def starting(self) -> bool:
@@ -73,6 +86,8 @@ class EngineStatus:
     def to_dict(self) -> dict[str, Any]:
         out = {"state": self.state.value, "detail": self.detail, "restarts": self.restarts,
                "ready_seconds": self.ready_seconds, "last_error": self.last_error}
+        if self.speed is not None:
+            out.update(speed=self.speed.value, full_speed_seconds=self.full_speed_seconds)
         if self.starting:
             out.update(step=int(self.step), steps=START_STEPS,
                        starting_seconds=round(time.time() - self.start_began_at, 1))
@@ -98,8 +113,26 @@ class LoopThread:
         return await asyncio.wrap_future(self.submit(coro))
 
     def stop(self) -> None:
-        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.stop_when_idle()
         self._thread.join(timeout=5)
+
+    def stop_when_idle(self) -> None:
+        """Stop the loop once what runs on it now returns (without waiting for that here)."""
+        self.loop.call_soon_threadsafe(self.loop.stop)
+
+
+@dataclass
+class EngineSlot:
+    """An engine, the loop thread it lives on, and the answers it is streaming now (known here, before the
+    engine itself has seen a request, so a retiring engine is never shut down under a starting answer)."""
+
+    engine: Engine
+    thread: LoopThread
+    plan: EnginePlan
+    in_flight: int = 0
+
+    async def call(self, coro: Awaitable[Any], timeout: float) -> Any:
+        return await asyncio.wait_for(self.thread.call(coro), timeout)
 
 
 def _is_out_of_memory(err: BaseException, root_cause: Optional[str] = None) -> bool:
@@ -143,8 +176,9 @@ class EngineHost:
         self._health_interval = health_interval
         self._gpu_fault_check = gpu_fault_check
         self._log_tail = log_tail  # where the engine process's own error lands when a start fails
-        self._engine: Optional[Engine] = None
-        self._thread: Optional[LoopThread] = None
+        self._slot: Optional[EngineSlot] = None  # the engine new requests go to
+        self._retiring: list[EngineSlot] = []  # replaced engines finishing their answers
+        self._speed_up_task: Optional[asyncio.Task] = None
         self._tasks: list[asyncio.Task] = []
         self._listeners: list[Callable[[EngineStatus], None]] = []
         self._model_path: Optional[str] = None
@@ -168,6 +202,9 @@ class EngineHost:
         # A failed first start is told once, by the launcher; the file keeps this line too.
         log.info("engine %s%s%s", state.value, where, f": {detail}" if detail else "",
                  extra=FILE_ONLY if state is EngineState.FAILED else None)
+        self._notify()
+
+    def _notify(self) -> None:
         for callback in list(self._listeners):
             try:
                 callback(self.status)
@@ -182,8 +219,8 @@ class EngineHost:
     def max_model_len(self) -> int:
         """The context chats are fitted to: what the running engine serves (after an out-of-memory retry
         halved it, or as a remote server reports it), else the plan's."""
-        engine = self._engine
-        return engine.max_model_len if engine is not None else int(self.plan.engine_args.get("max_model_len", 4096))
+        slot = self._slot
+        return slot.engine.max_model_len if slot is not None else int(self.plan.engine_args.get("max_model_len", 4096))
 
     async def wait_ready(self, timeout: float) -> bool:
         assert self._ready_event is not None
@@ -197,7 +234,6 @@ class EngineHost:
     def start_in_background(self) -> None:
         """Return at once; the model downloads, loads and warms up in the background."""
         self._ready_event = asyncio.Event()
-        self._thread = LoopThread("vllm-engine-loop")
         self._tasks.append(asyncio.create_task(self._first_start(), name="engine-start"))
 
     async def _first_start(self) -> None:
@@ -208,7 +244,11 @@ class EngineHost:
                 self._set(EngineState.LOADING, detail, step)
 
             self._model_path = await asyncio.to_thread(self._model_path_provider, progress)
-            await self._start_with_retry()
+            if self.plan.starter is None:
+                self.plan = await self._start_with_retry(self.plan)
+            else:  # its plan is not kept: a restart starts the full-speed engine directly
+                self.status.speed = Speed.STARTING
+                await self._start_with_retry(self.plan.starter)
         except asyncio.CancelledError:
             raise
         except Exception as err:
@@ -221,17 +261,20 @@ class EngineHost:
             return
         self.status.ready_seconds = round(time.time() - self._launched_at, 2)
         self._tasks.append(asyncio.create_task(self._watchdog(), name="engine-watchdog"))
+        if self.status.speed is Speed.STARTING:
+            self._speed_up_task = asyncio.create_task(self._speed_up(), name="engine-full-speed")
+            self._tasks.append(self._speed_up_task)
 
-    async def _start_with_retry(self) -> None:
-        """Start; after an out-of-memory start, try once more with half the KV cache, then give up."""
-        plan, tried, detail = self.plan, [], "loading the model into the engine"
+    async def _start_with_retry(self, plan: EnginePlan) -> EnginePlan:
+        """Start; after an out-of-memory start, try once more with half the KV cache, then give up.
+        Returns the plan that started."""
+        tried, detail = [], "loading the model into the engine"
         while True:
             tried.append(f"{_kv_text(plan)}, max_model_len {plan.engine_args.get('max_model_len', 'auto')}")
             mark = self._log_tail.mark() if self._log_tail else 0
             try:
                 await self._start_once(plan, detail)
-                self.plan = plan
-                return
+                return plan
             except Exception as err:
                 log.exception("engine start failed", extra=FILE_ONLY)  # the final line says what matters
                 if isinstance(err, ErnieChatError):  # already one line a person can act on (remote server)
@@ -262,24 +305,85 @@ class EngineHost:
         return None
 
     async def _start_once(self, plan: EnginePlan, detail: str = "loading the model into the engine") -> None:
-        assert self._thread is not None and self._model_path is not None
         state = EngineState.RESTARTING if self.status.state is EngineState.RESTARTING else EngineState.LOADING
         self._set(state, detail, StartStep.ENGINE)
         started = time.time()
 
-        async def build():
-            return self._factory(self._model_path, plan)
+        def warming() -> None:
+            self._set(EngineState.WARMING, f"engine up in {time.time() - started:.1f}s; first request",
+                      StartStep.WARMUP)
 
-        self._engine = await asyncio.wait_for(self._thread.call(build()), self.start_timeout)
-        self._set(EngineState.WARMING, f"engine up in {time.time() - started:.1f}s; first request", StartStep.WARMUP)
-        await self._warm_up(plan)
+        self._slot = await self._build(plan, "vllm-engine-loop", warming)
         # Counted as the user counted: from the launch (or from the restart's beginning).
         self._set(EngineState.READY, f"ready in {time.time() - self.status.start_began_at:.1f}s")
         log.info(READY_MARKER)
         assert self._ready_event is not None
         self._ready_event.set()
 
-    async def _warm_up(self, plan: EnginePlan) -> None:
+    async def _build(self, plan: EnginePlan, thread_name: str,
+                     on_built: Callable[[], None] = lambda: None) -> EngineSlot:
+        """Build and warm up an engine on a loop thread of its own (the build blocks that loop for the whole
+        load). Whatever fails or is cancelled on the way leaves no engine running."""
+        assert self._model_path is not None
+        model_path, thread, abandoned = self._model_path, LoopThread(thread_name), threading.Event()
+
+        async def build() -> Optional[Engine]:
+            engine = self._factory(model_path, plan)
+            if abandoned.is_set():  # nobody waits for it any more (timeout, shutdown): leave nothing running
+                engine.shutdown()
+                return None
+            return engine
+
+        try:
+            engine = await asyncio.wait_for(thread.call(build()), self.start_timeout)
+        except BaseException:
+            abandoned.set()
+            thread.stop_when_idle()
+            raise
+        slot = EngineSlot(engine, thread, plan)
+        on_built()
+        try:
+            await self._warm_up(slot)
+        except BaseException:
+            await self._stop_slot(slot)
+            raise
+        return slot
+
+    async def _speed_up(self) -> None:
+        """Build the full-speed engine beside the starting one; when it is warm, new requests go to it, the
+        answers in flight finish on the starting engine, and that one is shut down after its last answer."""
+        log.info("building the full-speed engine beside the starting one")
+        try:
+            slot = await self._build(self.plan, "vllm-engine-loop-full")
+        except asyncio.CancelledError:
+            raise
+        except Exception as err:
+            self.status.speed = Speed.STARTING_ONLY
+            self.status.last_error = one_line(err)
+            log.error("the full-speed engine did not start (%s); the starting engine keeps answering",
+                      self.status.last_error)
+            self._notify()
+            return
+        old, self._slot = self._slot, slot
+        self.status.speed, self.status.full_speed_seconds = Speed.FULL, round(time.time() - self._launched_at, 2)
+        log.info("full speed after %.1fs: new answers go to the full-speed engine; %d finishing on the "
+                 "starting one", self.status.full_speed_seconds, old.in_flight if old else 0)
+        self._notify()
+        if old is not None:
+            await self._retire(old)
+
+    async def _retire(self, slot: EngineSlot) -> None:
+        """Let a replaced engine finish the answers it is streaming, then shut it down."""
+        self._retiring.append(slot)
+        try:
+            while slot.in_flight and not self._closing:
+                await asyncio.sleep(0.1)
+        finally:
+            self._retiring.remove(slot)
+            await self._stop_slot(slot)
+        log.info("the starting engine is shut down")
+
+    async def _warm_up(self, slot: EngineSlot) -> None:
         """Pay one-time costs before "ready" instead of in a user's first answer.
 
         The first request after start costs seconds (allocations, lazy init). On CUDA, vLLM also
@@ -293,11 +397,12 @@ class EngineHost:
         there): that first round is all it needs.
         """
         sampled = {"max_tokens": 2, "temperature": 0.8, "top_p": 0.8}
+        plan = slot.plan
         most = int(plan.engine_args.get("max_num_seqs") or 1) if plan.device != "cpu" else 1
         for batch in [1] + [n for n in WARMUP_BATCHES if n <= most]:
             rounds = [sampled] * batch + ([{**sampled, "seed": 0}] if batch == 1 else [])
             await asyncio.gather(*(self._drain(self._raw_stream([1, 2, 3, 4], params,
-                                                                f"warmup-{uuid.uuid4().hex[:8]}"))
+                                                                f"warmup-{uuid.uuid4().hex[:8]}", slot))
                                    for params in rounds))
 
     @staticmethod
@@ -321,9 +426,10 @@ class EngineHost:
 
     async def health_problem(self) -> Optional[str]:
         """None when healthy, else why not."""
-        engine = self._engine
-        if engine is None:
+        slot = self._slot
+        if slot is None:
             return "no engine"
+        engine = slot.engine
         dead = engine.dead_reason()
         if dead:
             return dead
@@ -332,7 +438,7 @@ class EngineHost:
             if fault:
                 return fault
         try:
-            await asyncio.wait_for(self._thread.call(engine.check_health()), 5)
+            await slot.call(engine.check_health(), 5)
         except Exception as err:
             return f"health check failed: {one_line(err)}"
         return None
@@ -351,6 +457,10 @@ class EngineHost:
         self.metrics.engine_restarts.inc()
         assert self._ready_event is not None
         self._ready_event.clear()
+        if self._speed_up_task is not None and not self._speed_up_task.done():
+            # The restart starts the full-speed engine itself; a half-built one beside it is shut down.
+            self._speed_up_task.cancel()
+            await asyncio.gather(self._speed_up_task, return_exceptions=True)
         await self._stop_engine()
         attempt = 0
         while not self._closing:
@@ -361,6 +471,8 @@ class EngineHost:
             await asyncio.sleep(min(30.0, 2.0 ** (attempt + failures) - 1))  # 0 s, 1 s, 3 s, 7 s ...
             try:
                 await self._start_once(self.plan)
+                if self.status.speed is not None:
+                    self.status.speed = Speed.FULL
                 return
             except Exception as err:
                 attempt += 1
@@ -370,17 +482,20 @@ class EngineHost:
                 self._set(EngineState.RESTARTING, f"retrying after: {self.status.last_error}")
 
     async def _stop_engine(self) -> None:
-        engine, self._engine = self._engine, None
-        if engine is None or self._thread is None:
-            return
+        slot, self._slot = self._slot, None
+        if slot is not None:
+            await self._stop_slot(slot)
 
+    @staticmethod
+    async def _stop_slot(slot: EngineSlot) -> None:
         async def stop():
-            engine.shutdown()
+            slot.engine.shutdown()
 
         try:
-            await asyncio.wait_for(self._thread.call(stop()), 15)
+            await slot.call(stop(), 15)
         except Exception:
             log.exception("engine shutdown did not finish cleanly")
+        slot.thread.stop()
 
     async def shutdown(self) -> None:
         """Stop everything; called from the server's lifespan before the process exits."""
@@ -389,8 +504,6 @@ class EngineHost:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         await self._stop_engine()
-        if self._thread:
-            self._thread.stop()
         self._set(EngineState.STOPPED)
 
     # ----- requests ----------------------------------------------------------------------------------
@@ -434,12 +547,23 @@ class EngineHost:
             self.metrics.tokens_per_second.observe((tokens - 1) / (time.perf_counter() - first))
         self.metrics.generated_tokens.inc(tokens)
 
-    async def _raw_stream(self, token_ids: list[int], sampling: dict[str, Any], request_id: str
-                          ) -> AsyncIterator[Delta]:
-        """Run the engine's generate on the engine loop and hand its Deltas over to this loop."""
-        engine, thread = self._engine, self._thread
-        if engine is None or thread is None:
+    async def _raw_stream(self, token_ids: list[int], sampling: dict[str, Any], request_id: str,
+                          slot: Optional[EngineSlot] = None) -> AsyncIterator[Delta]:
+        """Run the engine's generate on the engine loop and hand its Deltas over to this loop. The answer
+        stays on the engine it began on, even when a full-speed engine takes over meanwhile."""
+        slot = slot or self._slot
+        if slot is None:
             raise EngineUnavailable(f"engine {self.status.state.value}")
+        slot.in_flight += 1
+        try:
+            async for delta in self._stream_on(slot, token_ids, sampling, request_id):
+                yield delta
+        finally:
+            slot.in_flight -= 1
+
+    async def _stream_on(self, slot: EngineSlot, token_ids: list[int], sampling: dict[str, Any],
+                         request_id: str) -> AsyncIterator[Delta]:
+        engine, thread = slot.engine, slot.thread
         here = asyncio.get_running_loop()
         queue: asyncio.Queue = asyncio.Queue()
 
@@ -461,7 +585,7 @@ class EngineHost:
                 if item is None:
                     return
                 if isinstance(item, BaseException):
-                    if isinstance(item, EngineDied):
+                    if isinstance(item, EngineDied) and slot is self._slot:  # not a retiring engine
                         asyncio.ensure_future(self.report_dead(str(item)))
                     raise item
                 yield item
@@ -476,11 +600,9 @@ class EngineHost:
 
     async def running_requests(self) -> int:
         """Requests the engine is working on now (0 after a stop: the proof that abort reached it)."""
-        engine, thread = self._engine, self._thread
-        if engine is None or thread is None:
-            return 0
+        slots = [s for s in (self._slot, *self._retiring) if s is not None]
 
-        async def count():
+        async def count(engine: Engine) -> int:
             return engine.unfinished_requests()
 
-        return await thread.call(count())
+        return sum([await slot.thread.call(count(slot.engine)) for slot in slots])

@@ -82,6 +82,8 @@ class EnginePlan:
     env_defaults: dict[str, str] = field(default_factory=dict)  # set unless the user set them already
     planned_bytes: int = 0  # device memory the plan expects the engine to take
     user_set: frozenset[str] = frozenset()  # engine arguments the user gave; a retry never changes these
+    # The eager engine that answers while this one is built (--quick-start); None: this one starts alone.
+    starter: Optional[EnginePlan] = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -95,6 +97,9 @@ class EnginePlan:
             "env_defaults": dict(self.env_defaults),
             "planned_gib": round(self.planned_bytes / GIB, 2),
             "set_by_you": sorted(self.user_set),
+            "starter": None if self.starter is None else {
+                "engine_args": dict(self.starter.engine_args),
+                "planned_gib": round(self.starter.planned_bytes / GIB, 2)},
         }
 
 
@@ -235,9 +240,66 @@ def _plan_cpu(settings: EngineSettings, shape: ModelShape, cpu: CpuFacts) -> Eng
         f"{ONEDNN_CACHE_ENTRIES}: oneDNN keeps a compiled kernel for every new matrix shape, up to 1024 by "
         "default, and each prompt length is a new shape, so vLLM's CPU worker grew ~19 MiB a minute in a "
         f"soak (+9% in 20 min); with {ONEDNN_CACHE_ENTRIES} it stayed flat (bench/soak.py, docs/benchmarks.md)")
-    return EnginePlan(profile="cpu", device="cpu", gpu=None, engine_args=args, reasons=why,
+    plan = EnginePlan(profile="cpu", device="cpu", gpu=None, engine_args=args, reasons=why,
                       env_defaults=env_defaults, user_set=mine,
                       planned_bytes=shape.weight_bytes(dtype_bytes) + kv_bytes)
+    starter = _cpu_starter(settings, plan, cpu)
+    why["quick_start"] = starter.reason
+    return replace(plan, starter=starter.value)
+
+
+def _eager_twin(plan: EnginePlan, planned_bytes: int, share: Optional[float] = None) -> EnginePlan:
+    """The plan's starting engine: the same model, context and KV cache, eager (nothing to compile or capture)."""
+    args = {**plan.engine_args, "enforce_eager": True}
+    reasons = {**plan.reasons, "enforce_eager": "True: the starting engine answers while the full one is built"}
+    if share is not None:
+        args["gpu_memory_utilization"] = share
+        reasons["gpu_memory_utilization"] = f"{share}: just the starting engine's {_fmt_gib(planned_bytes)}"
+    return replace(plan, engine_args=args, reasons=reasons, planned_bytes=planned_bytes, starter=None)
+
+
+def _gpu_starter(settings: EngineSettings, plan: EnginePlan, shape: ModelShape) -> Choice:
+    """Serve first, speed up later: an eager engine starts in seconds (no torch.compile, no CUDA graph
+    capture) and answers while the compiled one is built beside it; both hold the GPU during the overlap."""
+    if settings.quick_start == "off":
+        return Choice(None, f"off: {SET_BY_YOU}; the full-speed engine starts alone")
+    if plan.engine_args.get("enforce_eager"):
+        return Choice(None, "off: the engine is eager already, so there is nothing to build in the background")
+    kv = plan.engine_args.get("kv_cache_memory_bytes")
+    if not kv:
+        return Choice(None, "off: with --gpu-memory-utilization vLLM sizes each engine's cache from a share of "
+                            "the card, and two such shares do not fit")
+    gpu = plan.gpu
+    assert gpu is not None
+    starter_bytes = _fixed_bytes(shape, eager=True) + kv
+    usable = gpu.free_bytes - reserve_bytes(gpu)
+    # vLLM's start-up check wants utilization x total free when the second engine starts: the starter's
+    # bytes plus the full engine's share (rounded up by a point of the card).
+    needed = starter_bytes + int(plan.engine_args["gpu_memory_utilization"] * gpu.total_bytes)
+    both = f"{_fmt_gib(starter_bytes)} + {_fmt_gib(plan.planned_bytes)}"
+    if needed > usable:
+        return Choice(None, f"off: the starting and the full engine together need {both}, more than the "
+                            f"{_fmt_gib(usable)} usable; the full-speed engine starts alone")
+    starter = _eager_twin(plan, starter_bytes, startup_share(starter_bytes, gpu.total_bytes))
+    on = SET_BY_YOU if settings.quick_start == "on" else "auto"
+    return Choice(starter, f"on ({on}): an eager engine answers within seconds while the compiled one (CUDA "
+                           f"graphs) is built beside it and takes over when warm; both fit: {both} of "
+                           f"{_fmt_gib(usable)} usable")
+
+
+def _cpu_starter(settings: EngineSettings, plan: EnginePlan, cpu: CpuFacts) -> Choice:
+    if settings.quick_start != "on":
+        return Choice(None, "off: the CPU engine is eager, it starts as fast as a starting engine would"
+                      if plan.engine_args.get("enforce_eager") else
+                      "off: two engines on a CPU share its cores; --quick-start on to answer while it compiles")
+    if 2 * plan.planned_bytes > cpu.available_bytes // 2:
+        raise InsufficientMemoryError(
+            f"--quick-start on needs two engines of {_fmt_gib(plan.planned_bytes)} at once, more than half of the "
+            f"{_fmt_gib(cpu.available_bytes)} of free RAM; use --quick-start off")
+    gain = ("" if not plan.engine_args.get("enforce_eager") else
+            "; the planned engine is eager too, so the switch gains nothing here but shows that it works")
+    return Choice(_eager_twin(plan, plan.planned_bytes),
+                  f"on ({SET_BY_YOU}): an eager engine answers while the planned one is built beside it{gain}")
 
 
 def _plan_gpu(settings: EngineSettings, gpus: Sequence[GpuInfo], build: VllmBuild,
@@ -266,8 +328,11 @@ def _plan_gpu(settings: EngineSettings, gpus: Sequence[GpuInfo], build: VllmBuil
     args["gpu_memory_utilization"] = share.value
     why["gpu_memory_utilization"] = share.reason
     warnings = card.warnings + kv_dtype.warnings + share.warnings
-    return EnginePlan(profile="auto", device="cuda", gpu=gpu, engine_args=args, reasons=why,
+    plan = EnginePlan(profile="auto", device="cuda", gpu=gpu, engine_args=args, reasons=why,
                       warnings=warnings, env=card.value, planned_bytes=planned, user_set=mine)
+    starter = _gpu_starter(settings, plan, shape)
+    why["quick_start"] = starter.reason
+    return replace(plan, starter=starter.value)
 
 
 def _card(gpu: GpuInfo, gpus: Sequence[GpuInfo], build: VllmBuild) -> Choice:

@@ -186,6 +186,11 @@ class EngineSettings(BaseSettings):
         None, description="KV cache dtype. fp8 only where the card supports it (sm89+).")
     max_num_seqs: Optional[int] = Field(None, ge=1, le=1024, description="Sequences the engine batches at once. "
                                         "Default: --max-concurrent-chats.")
+    quick_start: Literal["auto", "on", "off"] = Field(
+        "auto", description="Answer first from an eager engine (no compile, no CUDA graphs) while the full-speed "
+        "engine is built beside it, then switch to that one without cutting an answer. auto: on a GPU when CUDA "
+        "graphs are on and both engines fit in free memory; on: also on the CPU (where it pays only when the "
+        "planned engine compiles, --enforce-eager false); off: start the full-speed engine only.")
     engine_start_timeout: float = Field(600.0, gt=0, le=3600, description="Seconds to wait for the engine to "
                                         "load before reporting a failure.")
     max_restarts: int = Field(5, ge=0, le=100, description="Engine restarts after a crash before giving up "

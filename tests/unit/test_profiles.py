@@ -252,3 +252,40 @@ def test_status_panel_names_the_remote_server_instead_of_a_card():
                               gpu_memory=None, max_model_len=2048)
     assert "**Remote vLLM server:** http://gpu-box:8000/v1" in status_markdown(runtime, "en-US")
     assert "**远程 vLLM 服务:** http://gpu-box:8000/v1" in status_markdown(runtime, "zh-CN")
+
+
+# ----- the starting engine (--quick-start, issue 13 item 1) ---------------------------------------------------
+def test_gpu_plan_starts_an_eager_twin_first_when_both_fit():
+    plan = plan_engine(EngineSettings(), [card("NVIDIA H200", "9.0", 140.4, 139.8)], CUDA13, ERNIE)
+    starter = plan.starter
+    assert starter is not None and starter.starter is None
+    assert starter.engine_args["enforce_eager"] is True and plan.engine_args["enforce_eager"] is False
+    same = ("max_model_len", "kv_cache_memory_bytes", "max_num_seqs", "dtype")
+    assert all(starter.engine_args[k] == plan.engine_args[k] for k in same)
+    # No graphs to hold: the starting engine plans less memory, and asks vLLM's start-up check for just that.
+    assert starter.planned_bytes < plan.planned_bytes
+    assert starter.engine_args["gpu_memory_utilization"] <= plan.engine_args["gpu_memory_utilization"]
+    assert plan.reasons["quick_start"].startswith("on (auto)")
+    assert json.loads(json.dumps(plan.to_dict()))["starter"]["engine_args"]["enforce_eager"] is True
+
+
+@pytest.mark.parametrize("settings, gpu, why", [
+    (EngineSettings(quick_start="off"), card("NVIDIA H200", "9.0", 140.4), "off: set by you"),
+    (EngineSettings(enforce_eager=True), card("NVIDIA H200", "9.0", 140.4), "off: the engine is eager already"),
+    (EngineSettings(gpu_memory_utilization=0.5), card("NVIDIA H200", "9.0", 140.4), "off: with --gpu-memory"),
+    # A crowded card: the full engine takes what is usable, a second one does not fit beside it.
+    (EngineSettings(), card("NVIDIA T4 (busy)", "7.5", 15.0, 2.5), "off: the starting and the full engine"),
+])
+def test_gpu_plan_starts_the_full_engine_alone_and_says_why(settings, gpu, why):
+    plan = plan_engine(settings, [gpu], CUDA13, ERNIE)
+    assert plan.starter is None
+    assert plan.reasons["quick_start"].startswith(why)
+
+
+def test_cpu_plan_has_no_starting_engine_unless_asked():
+    plan = plan_engine(EngineSettings(), [], CPU_BUILD, ERNIE, CpuFacts(available_bytes=16 * GIB))
+    assert plan.starter is None and plan.reasons["quick_start"].startswith("off: the CPU engine is eager")
+    asked = plan_engine(EngineSettings(quick_start="on"), [], CPU_BUILD, ERNIE, CpuFacts(available_bytes=16 * GIB))
+    assert asked.starter is not None and asked.starter.engine_args["enforce_eager"] is True
+    with pytest.raises(InsufficientMemoryError, match="--quick-start off"):
+        plan_engine(EngineSettings(quick_start="on"), [], CPU_BUILD, ERNIE, CpuFacts(available_bytes=8 * GIB))

@@ -1,0 +1,116 @@
+"""--quick-start on two REAL vLLM CPU engines (issue 13, item 1): an eager engine answers first; the full-speed
+engine is built beside it and takes over; an answer streaming across the switch finishes on the engine it
+began on, complete and correct; the starting engine's processes are gone after its last answer, and nothing
+is left running after shutdown."""
+import json
+import threading
+import time
+
+import psutil
+import pytest
+
+from app.engine import EngineHost, Speed
+from app.hardware import VllmBuild
+from app.profiles import ModelShape, plan_engine
+from app.settings import EngineSettings
+from app.telemetry import AppMetrics
+from app.vllm_engine import create_vllm_engine
+
+pytestmark = pytest.mark.timeout(900)
+
+GREEDY_LONG = {"temperature": 0.0, "max_tokens": 3000, "ignore_eos": True}  # ~12 s at the tiny model's speed
+
+
+def child_pids() -> set[int]:
+    """This process's children, less multiprocessing's resource tracker (it lives as long as we do)."""
+    pids = set()
+    for child in psutil.Process().children(recursive=True):
+        try:
+            if "resource_tracker" not in " ".join(child.cmdline()):
+                pids.add(child.pid)
+        except psutil.NoSuchProcess:
+            pass
+    return pids
+
+
+def wait_until(condition, timeout: float, what: str) -> None:
+    deadline = time.time() + timeout
+    while not condition():
+        assert time.time() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.1)
+
+
+def test_answer_streaming_across_the_switch_is_complete_and_nothing_is_left_running(tiny_model_dir, caller_loop):
+    shape = ModelShape.from_config(json.loads((tiny_model_dir / "config.json").read_text()))
+    plan = plan_engine(EngineSettings(max_model_len=4096, max_concurrent_chats=4, quick_start="on"), [],
+                       VllmBuild(True, "0.29.0", "cpu"), shape)
+    assert plan.starter is not None and plan.starter.engine_args["enforce_eager"]
+    assert plan.reasons["quick_start"].startswith("on (set by you)")
+
+    # The full-speed engine's build waits (on its own loop thread) until an answer is streaming on the first.
+    full_built, go = threading.Event(), threading.Event()
+
+    def factory(model_path, engine_plan):
+        engine = create_vllm_engine(model_path, engine_plan)
+        if engine_plan is plan:
+            full_built.set()
+            assert go.wait(600)
+        return engine
+
+    before = child_pids()
+    host = EngineHost(lambda progress: str(tiny_model_dir), plan, AppMetrics(), max_concurrent=4,
+                      engine_factory=factory, health_interval=0.5)
+    switched_at: list[float] = []
+    host.add_listener(lambda status: status.speed is Speed.FULL and not switched_at and switched_at.append(time.time()))
+
+    async def start():
+        host.start_in_background()
+        return await host.wait_ready(300)
+
+    try:
+        assert caller_loop.submit(start()).result(330), host.status.detail
+        assert host.status.speed is Speed.STARTING
+        assert host.status.to_dict()["speed"] == "starting"
+        starter_pids = child_pids() - before
+        assert starter_pids, "the starting engine runs in processes of its own"
+        assert full_built.wait(300), "the full-speed engine was not built"
+        full_pids = child_pids() - before - starter_pids
+        assert full_pids, "both engines run during the overlap"
+
+        first_delta = threading.Event()
+        prompt = list(range(10, 40))
+
+        async def answer(mark_first: bool):
+            pieces, tokens, times = [], 0, []
+            async for delta in host.stream(prompt, dict(GREEDY_LONG)):
+                pieces.append(delta.text)
+                tokens += delta.new_tokens
+                times.append(time.time())
+                if mark_first:
+                    first_delta.set()
+            return "".join(pieces), tokens, times
+
+        across = caller_loop.submit(answer(True))
+        assert first_delta.wait(60)
+        go.set()
+        wait_until(lambda: switched_at, 300, "the switch to the full-speed engine")
+        assert not across.done(), "the answer ended before the switch; it must stream across it"
+        text, tokens, times = across.result(300)
+        assert tokens == GREEDY_LONG["max_tokens"], "the answer streaming across the switch was cut"
+        assert times[0] < switched_at[0] < times[-1]
+
+        # The same greedy request on the full-speed engine gives the same text: nothing was lost or mixed up.
+        after_text, after_tokens, after_times = caller_loop.submit(answer(False)).result(300)
+        assert after_times[0] > switched_at[0] and after_tokens == tokens
+        assert after_text == text
+
+        # The starting engine went away after its last answer; the full-speed one still runs.
+        wait_until(lambda: not (starter_pids & child_pids()), 60, "the starting engine's processes to exit")
+        assert full_pids & child_pids()
+        assert host.status.speed is Speed.FULL and host.status.to_dict()["full_speed_seconds"] > 0
+        assert [t.name for t in threading.enumerate()].count("vllm-engine-loop") == 0
+    finally:
+        go.set()
+        caller_loop.submit(host.shutdown()).result(120)
+    wait_until(lambda: not (child_pids() - before), 30, "every engine process to exit after shutdown")
+    assert not [t.name for t in threading.enumerate() if t.name.startswith("vllm-engine-loop")]
