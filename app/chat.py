@@ -15,6 +15,7 @@ import asyncio
 import hmac
 import logging
 import time
+import uuid
 from collections.abc import Coroutine
 from typing import Any, Optional
 
@@ -116,10 +117,20 @@ def start_progress_line(status: EngineStatus, language: str) -> str:
 
 
 async def show_status(rt: Runtime) -> None:
+    """Draw the status panel: one side element of this chat, replaced in place (same id) on each redraw.
+
+    Not ``cl.ElementSidebar``: the page clears that side view whenever its message list mounts or its elements
+    change (after the first message, when the address becomes /thread/<id>, and on a page still loading), so
+    the panel vanished until the next redraw. A side element in the chat's own elements is shown again by the
+    page itself after each of those. Never stored with the chat (persist=False)."""
     language = _language()
-    text = cl.Text(name=t(language, "status_title"), content=status_markdown(rt, language), display="side")
-    await cl.ElementSidebar.set_title(t(language, "status_title"))
-    await cl.ElementSidebar.set_elements([text], key=f"status-{time.monotonic_ns()}")
+    panel_id = cl.user_session.get("status_panel_id")
+    if panel_id is None:
+        panel_id = str(uuid.uuid4())
+        cl.user_session.set("status_panel_id", panel_id)
+    text = cl.Text(id=panel_id, name=t(language, "status_title"), content=status_markdown(rt, language),
+                   display="side")
+    await text.send(for_id="", persist=False)
 
 
 async def keep_status_fresh(rt: Runtime) -> None:

@@ -163,7 +163,7 @@ class EngineHost:
                  max_restarts: Optional[int] = 5, start_timeout: float = 600.0, health_interval: float = 1.0,
                  gpu_fault_check: Optional[Callable[[], Optional[str]]] = None,
                  log_tail: Optional[LogTail] = None, on_fatal: Optional[Callable[[str], None]] = None,
-                 launched_at: Optional[float] = None) -> None:
+                 launched_at: Optional[float] = None, before_ready: Callable[[], None] = lambda: None) -> None:
         self._model_path_provider = model_path_provider
         self.plan = plan
         self.metrics = metrics
@@ -187,6 +187,7 @@ class EngineHost:
         self._ready_event: Optional[asyncio.Event] = None
         self._closing = False
         self._on_fatal = on_fatal  # called once when the first start fails for good
+        self._before_ready = before_ready  # blocks until what chats need besides the engine is loaded (tokenizer)
 
     # ----- state -------------------------------------------------------------------------------------
     def add_listener(self, callback: Callable[[EngineStatus], None]) -> None:
@@ -314,6 +315,7 @@ class EngineHost:
                       StartStep.WARMUP)
 
         self._slot = await self._build(plan, "vllm-engine-loop", warming)
+        await asyncio.to_thread(self._before_ready)
         # Counted as the user counted: from the launch (or from the restart's beginning).
         self._set(EngineState.READY, f"ready in {time.time() - self.status.start_began_at:.1f}s")
         log.info(READY_MARKER)

@@ -5,9 +5,11 @@ ModelNotFoundError line that says what to do.
 """
 from __future__ import annotations
 
+import concurrent.futures
 import json
 import os
 import struct
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -193,21 +195,40 @@ def model_shape(settings: ModelSettings) -> ModelShape:
 class ModelFiles:
     """Finds (or downloads) the model, then loads its tokenizer and generation defaults.
 
-    ``provide`` is EngineHost's model-path provider; the chat UI and /v1 read ``tokenizer`` and
-    ``generation_defaults`` once the engine is ready. With a remote engine only the tokenizer's files are
-    fetched (the chat template and context fitting run here).
+    ``provide`` is EngineHost's model-path provider: it returns once the model's files are here, and the
+    tokenizer loads on a thread of its own while the engine starts (building ERNIE's fast tokenizer from its
+    SentencePiece model takes seconds the engine start hides). ``wait_loaded`` is EngineHost's last step
+    before "ready"; the chat UI and /v1 read ``tokenizer`` and ``generation_defaults`` only after it. With a
+    remote engine only the tokenizer's files are fetched (the chat template and context fitting run here).
     """
 
     settings: ModelSettings
     patterns: Optional[list[str]] = None
     tokenizer: Any = None
     generation_defaults: dict[str, Any] = field(default_factory=dict)
+    _loading: Optional[concurrent.futures.Future] = None
 
     def provide(self, progress: Callable[..., None]) -> str:
         path = resolve_model(self.settings, progress, self.patterns)
         progress("loading the tokenizer", StartStep.TOKENIZER)
+        # Imported here, before the engine thread imports vLLM (which imports transformers too): two threads
+        # importing the same packages at once can deadlock on Python's import locks.
         from transformers import AutoTokenizer
 
-        self.tokenizer = AutoTokenizer.from_pretrained(path)
         self.generation_defaults = read_generation_defaults(path)
+        loading: concurrent.futures.Future = concurrent.futures.Future()
+
+        def load() -> None:
+            try:
+                loading.set_result(AutoTokenizer.from_pretrained(path))
+            except BaseException as err:  # handed to wait_loaded, which raises it on the start's path
+                loading.set_exception(err)
+
+        self._loading = loading
+        threading.Thread(target=load, name="tokenizer-load", daemon=True).start()
         return path
+
+    def wait_loaded(self) -> None:
+        """Block until the tokenizer is loaded; raise what stopped it."""
+        if self._loading is not None:
+            self.tokenizer = self._loading.result()

@@ -102,7 +102,7 @@ def build_runtime(settings: AppSettings, plan: EnginePlan, engine_factory: Engin
                       start_timeout=settings.engine.engine_start_timeout,
                       gpu_fault_check=GpuFaultWatch(plan.gpu) if plan.gpu else None,
                       log_tail=None if remote else LogTail(settings.server.log_file.resolve()),
-                      on_fatal=on_fatal, launched_at=launched_at)
+                      on_fatal=on_fatal, launched_at=launched_at, before_ready=model.wait_loaded)
     watch = GpuMemoryWatch(lambda: gpu_memory_used(plan.gpu), gpu=str(plan.gpu.index)) if plan.gpu else None
     if watch:
         def note_after_load(status: EngineStatus) -> None:

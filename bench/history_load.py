@@ -265,6 +265,9 @@ def open_in_chromium(url: str, thread_id: str, marker: str, runs: int) -> list[d
             for _ in range(runs):
                 context = browser.new_context(viewport={"width": 1280, "height": 900})
                 page = context.new_page()
+                fetched: list[float] = []  # when the page had the chat's JSON: the server's part of the wait
+                page.on("requestfinished", lambda r, into=fetched: f"/project/thread/{thread_id}" in r.url
+                        and into.append(time.perf_counter()))
                 t0 = time.perf_counter()
                 page.goto(f"{url}/thread/{thread_id}")
                 last = page.get_by_text(marker)
@@ -274,9 +277,10 @@ def open_in_chromium(url: str, thread_id: str, marker: str, runs: int) -> list[d
                                         "return r.bottom > 0 && r.top < window.innerHeight; }")
                 # The user messages end in "(#n)": how many of them the page holds once the last one shows
                 users = page.get_by_text(re.compile(r"\(#\d+\)$")).count()
-                results.append({"seconds": seconds, "in_view": in_view, "user_messages": users})
-                print(f"  opened in {seconds:.2f} s (last message in view: {in_view}, user messages on the page: "
-                      f"{users})", flush=True)
+                fetch_s = fetched[0] - t0 if fetched else float("nan")
+                results.append({"seconds": seconds, "in_view": in_view, "user_messages": users, "fetched_s": fetch_s})
+                print(f"  opened in {seconds:.2f} s (chat JSON fetched at {fetch_s:.2f} s; last message in view: "
+                      f"{in_view}, user messages on the page: {users})", flush=True)
                 context.close()
         finally:
             browser.close()
@@ -290,6 +294,8 @@ def main() -> int:
     parser.add_argument("--sample-every", type=float, default=60, help="seconds between samples")
     parser.add_argument("--pairs", type=int, default=250, help="user+assistant pairs in the long chat")
     parser.add_argument("--open-runs", type=int, default=3)
+    parser.add_argument("--baseline-pairs", type=int, default=10,
+                        help="a short chat opened the same way in the same run, to compare with")
     parser.add_argument("--clear-session", action="store_true",
                         help="end each chat as the page's 'New chat' does (emit clear_session, then disconnect); "
                              "by default it just disconnects, as a closed tab, and Chainlit keeps the session "
@@ -315,7 +321,11 @@ def main() -> int:
             stored = conn.execute("select count(*) from steps where thread_id = ? and type like '%message'",
                                   (thread_id,)).fetchone()[0]
         print(f"  {stored} messages stored in {write_s:.1f} s; opening /thread/{thread_id} in Chromium", flush=True)
-        opens = open_in_chromium(app.url, thread_id, marker, args.open_runs)
+        short_id, short_marker, _ = asyncio.run(store_long_chat(data_dir, args.baseline_pairs))
+        baseline, opens = [], []
+        for _ in range(args.open_runs):  # interleaved: the machine's load changes from minute to minute
+            baseline += open_in_chromium(app.url, short_id, short_marker, 1)
+            opens += open_in_chromium(app.url, thread_id, marker, 1)
         final_sizes = db_sizes(data_dir)
 
     lat = sorted(stats["latency"]) or [0.0]
@@ -326,11 +336,15 @@ def main() -> int:
           f"database after the long chat: {sum(final_sizes) / MIB:.2f} MiB")
     print("\n## Open a chat of 500 messages\n")
     print(f"{stored} messages (written through the data layer in {write_s:.1f} s)\n")
-    print("| run | seconds to last message visible | last message in view | user messages on the page |")
-    print("|---|---|---|---|")
-    for n, r in enumerate(opens, 1):
-        print(f"| {n} | {r['seconds']:.2f} | {r['in_view']} | {r['user_messages']} |")
-    print(f"| **median** | **{statistics.median(r['seconds'] for r in opens):.2f}** | | |")
+    print(f"| run | {2 * args.baseline_pairs} messages: visible s | chat JSON s | {stored} messages: visible s "
+          "| chat JSON s | last message in view | user messages on the page |")
+    print("|---|---|---|---|---|---|---|")
+    for n, (b, r) in enumerate(zip(baseline, opens, strict=True), 1):
+        print(f"| {n} | {b['seconds']:.2f} | {b['fetched_s']:.2f} | {r['seconds']:.2f} | {r['fetched_s']:.2f} "
+              f"| {r['in_view']} | {r['user_messages']} |")
+    med = lambda rs, k: statistics.median(r[k] for r in rs)  # noqa: E731
+    print(f"| **median** | **{med(baseline, 'seconds'):.2f}** | {med(baseline, 'fetched_s'):.2f} | "
+          f"**{med(opens, 'seconds'):.2f}** | {med(opens, 'fetched_s'):.2f} | | |")
     for err in stats["errors"][:10]:
         print("ERROR", err)
     failed = stats["chats_failed"] > 0 or stats["chats_ok"] == 0 or stored != 2 * args.pairs

@@ -6,7 +6,6 @@ import os
 from pathlib import Path
 
 import pytest
-from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 
 from tests.helpers import CHROMIUM_ARGS, running_app
 
@@ -46,15 +45,7 @@ def page_for(browser, served_app):
         page.goto(served_app.url + "/")
         page.wait_for_selector("#chat-input", timeout=30000)
         # The status panel comes from on_chat_start: once it shows, the socket is up and messages land.
-        # Late in a long run of tests the panel's first drawing was sometimes not shown (the page was not
-        # listening yet); a reload starts the chat again.
-        ready = page.locator("#side-view-content").get_by_text("ready")
-        try:
-            ready.wait_for(timeout=15000)
-        except PlaywrightTimeoutError:
-            page.reload()
-            page.wait_for_selector("#chat-input", timeout=30000)
-            ready.wait_for(timeout=30000)
+        page.locator("#side-view-content").get_by_text("ready").wait_for(timeout=30000)
         pages.append(context)
         return page
 

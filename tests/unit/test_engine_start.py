@@ -220,3 +220,64 @@ def test_cpu_warm_up_is_one_round():
                      engine_args={"max_model_len": 4096, "max_num_seqs": 12})
     host, fatal = start(lambda path, plan: CountingEngine(plan), plan=cpu)
     assert host.status.ready_seconds is not None and not fatal and len(calls) == 2
+
+
+def test_the_tokenizer_loads_while_the_engine_starts(tiny_model_dir):
+    """ModelFiles.provide returns once the files are here; the tokenizer loads beside the engine's start, and
+    "ready" waits for it (a chat needs it)."""
+    import threading
+
+    from app.model_source import ModelFiles
+    from app.settings import ModelSettings
+
+    files = ModelFiles(ModelSettings(model=str(tiny_model_dir)))
+    order: list[str] = []
+    engine_started = threading.Event()
+
+    def factory(path, plan):
+        order.append("engine built")
+        engine_started.set()
+        return FakeEngine(plan)
+
+    def tokenizer_ready():
+        files.wait_loaded()
+        order.append("tokenizer loaded")
+
+    host = EngineHost(files.provide, PLAN, AppMetrics(), max_concurrent=2, engine_factory=factory,
+                      health_interval=60, before_ready=tokenizer_ready)
+    host.add_listener(lambda status: status.state is EngineState.READY and order.append("ready"))
+
+    async def run():
+        host.start_in_background()
+        assert await host.wait_ready(60)
+        await host.shutdown()
+
+    asyncio.run(run())
+    assert order == ["engine built", "tokenizer loaded", "ready"]
+    assert files.tokenizer is not None and files.tokenizer("hello")["input_ids"]
+
+
+def test_a_broken_tokenizer_fails_the_start_in_one_line(tmp_path, tiny_model_dir):
+    import shutil
+
+    from app.model_source import ModelFiles
+    from app.settings import ModelSettings
+
+    broken = tmp_path / "model"
+    shutil.copytree(tiny_model_dir, broken)
+    (broken / "tokenizer.json").write_text("{not json")
+    files = ModelFiles(ModelSettings(model=str(broken)))
+    fatal: list[str] = []
+    host = EngineHost(files.provide, PLAN, AppMetrics(), max_concurrent=2,
+                      engine_factory=lambda path, plan: FakeEngine(plan), health_interval=60,
+                      before_ready=files.wait_loaded, on_fatal=fatal.append)
+
+    async def run():
+        host.start_in_background()
+        deadline = time.time() + 60
+        while host.status.state is not EngineState.FAILED and time.time() < deadline:
+            await asyncio.sleep(0.05)
+        await host.shutdown()
+
+    asyncio.run(run())
+    assert len(fatal) == 1 and "\n" not in fatal[0]
