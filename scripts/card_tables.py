@@ -65,7 +65,8 @@ CARDS = (
          "NVIDIA GeForce RTX 3050,8.6,8,2.4", "the longest context that fits; chats share the rest",
          "the longest context that fits alone; chats share the rest (paged KV)"),
 )
-CPU_README = "| no GPU | bf16 / fp32 | eager | for 12 chats | RAM | CPU build; compile costs 100 s of start on a CPU |"
+CPU_README = ("| no GPU | bf16 / fp32 | eager | for 12 chats | RAM | the engine (eager already) | CPU build; compile costs "
+              "100 s of start on a CPU |")
 CPU_PROFILES = ("| no NVIDIA card | - | bfloat16 with AVX512-BF16/AMX, else float32 | eager | 8k / for 12 chats | - | "
                 "CPU build (`requirements-cpu.txt`); torch.compile on a CPU took 115 s to start vs 16 s eager |")
 
@@ -97,6 +98,15 @@ def describe_line(args: dict) -> str:
     return ", ".join(words)
 
 
+def _first_answers(plan: dict) -> str:
+    """Who answers while the compiled engine is built: an eager starting engine (and what it holds meanwhile)."""
+    starter = plan.get("starter")
+    if starter is None:
+        reason = plan["reasons"]["quick_start"]
+        return "the full engine alone" + (" (two do not fit)" if "together need" in reason else "")
+    return f"an eager engine, +{_gib(starter['planned_gib'])} until the switch"
+
+
 def _fix(stderr: str) -> str:
     found = re.search(r"pip install \S+(?: --extra-index-url \S+)+", stderr)
     return found.group(0) if found else ""
@@ -107,8 +117,8 @@ def tables() -> dict[str, str]:
     with ThreadPoolExecutor(4) as pool:
         plans = list(pool.map(lambda c: print_config(c.spec), CARDS))
         lines = list(pool.map(lambda c: print_config(c.spec, c.tutorial)[0] if c.tutorial else None, CARDS))
-    readme = ["| card | dtype | CUDA graphs | context | KV cache | planned GPU memory | why |",
-              "|---|---|---|---|---|---|---|"]
+    readme = ["| card | dtype | CUDA graphs | context | KV cache | planned GPU memory | first answers (--quick-start) "
+              "| why |", "|---|---|---|---|---|---|---|---|"]
     profiles = ["| family (examples) | sm | dtype | graphs | context / KV / planned GPU memory | tutorial line | "
                 "what differs and why |", "|---|---|---|---|---|---|---|"]
     for card, (plan, stderr), line in zip(CARDS, plans, lines, strict=True):
@@ -116,7 +126,7 @@ def tables() -> dict[str, str]:
         tutorial = f"{card.tutorial}: {describe_line(line['engine_args'])}" if line else "-"
         if plan is None:  # refused: the default CUDA 13 wheels on a V100
             fix = _fix(stderr)
-            readme.append(f"| {card.label} | - | - | - | - | refused | {card.readme_note.format(fix=fix)} |")
+            readme.append(f"| {card.label} | - | - | - | - | refused | - | {card.readme_note.format(fix=fix)} |")
             profiles.append(f"| {card.family} | {sm} | - | - | refused | {tutorial} | "
                             f"{card.profiles_note.format(fix=fix)} |")
             continue
@@ -125,7 +135,7 @@ def tables() -> dict[str, str]:
         kv = _gib(args["kv_cache_memory_bytes"] / 2**30)
         planned = f"{_gib(plan['planned_gib'])} (util {args['gpu_memory_utilization']})"
         readme.append(f"| {card.label} | {args['dtype']} | {graphs} | {_context(args['max_model_len'])} | {kv} | "
-                      f"{planned} | {card.readme_note} |")
+                      f"{planned} | {_first_answers(plan)} | {card.readme_note} |")
         profiles.append(f"| {card.family} | {sm} | {args['dtype']} | {graphs} | "
                         f"{_context(args['max_model_len'])} / {kv} / {planned} | {tutorial} | {card.profiles_note} |")
     readme.append(CPU_README)
