@@ -248,8 +248,9 @@ class EngineHost:
             if self.plan.starter is None:
                 self.plan = await self._start_with_retry(self.plan)
             else:  # its plan is not kept: a restart starts the full-speed engine directly
-                self.status.speed = Speed.STARTING
                 await self._start_with_retry(self.plan.starter)
+                self.status.speed = Speed.STARTING
+                self._notify()
         except asyncio.CancelledError:
             raise
         except Exception as err:
@@ -558,8 +559,10 @@ class EngineHost:
             raise EngineUnavailable(f"engine {self.status.state.value}")
         slot.in_flight += 1
         try:
-            async for delta in self._stream_on(slot, token_ids, sampling, request_id):
-                yield delta
+            # aclosing: a stop closes this generator; the inner one must abort now, not when collected.
+            async with contextlib.aclosing(self._stream_on(slot, token_ids, sampling, request_id)) as deltas:
+                async for delta in deltas:
+                    yield delta
         finally:
             slot.in_flight -= 1
 
