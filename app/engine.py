@@ -248,9 +248,14 @@ class EngineHost:
             if self.plan.starter is None:
                 self.plan = await self._start_with_retry(self.plan)
             else:  # its plan is not kept: a restart starts the full-speed engine directly
+                # Both start now: the full-speed engine's compile and graph capture run while the starting
+                # engine loads and answers, so full speed comes no later than with the full engine alone.
+                self._speed_up_task = asyncio.create_task(self._speed_up(), name="engine-full-speed")
+                self._tasks.append(self._speed_up_task)
                 await self._start_with_retry(self.plan.starter)
-                self.status.speed = Speed.STARTING
-                self._notify()
+                if self.status.speed is None:  # the full-speed engine has not taken over yet
+                    self.status.speed = Speed.STARTING
+                    self._notify()
         except asyncio.CancelledError:
             raise
         except Exception as err:
@@ -263,9 +268,6 @@ class EngineHost:
             return
         self.status.ready_seconds = round(time.time() - self._launched_at, 2)
         self._tasks.append(asyncio.create_task(self._watchdog(), name="engine-watchdog"))
-        if self.status.speed is Speed.STARTING:
-            self._speed_up_task = asyncio.create_task(self._speed_up(), name="engine-full-speed")
-            self._tasks.append(self._speed_up_task)
 
     async def _start_with_retry(self, plan: EnginePlan) -> EnginePlan:
         """Start; after an out-of-memory start, try once more with half the KV cache, then give up.
@@ -353,8 +355,8 @@ class EngineHost:
         return slot
 
     async def _speed_up(self) -> None:
-        """Build the full-speed engine beside the starting one; when it is warm, new requests go to it, the
-        answers in flight finish on the starting engine, and that one is shut down after its last answer."""
+        """Build the full-speed engine beside the starting one; when both are up, new requests go to the full
+        one, the answers in flight finish on the starting engine, and that one is shut down after its last."""
         log.info("building the full-speed engine beside the starting one")
         try:
             slot = await self._build(self.plan, "vllm-engine-loop-full")
@@ -367,6 +369,12 @@ class EngineHost:
                       self.status.last_error)
             self._notify()
             return
+        try:
+            assert self._ready_event is not None
+            await self._ready_event.wait()  # the starting engine is up (it holds the chats' first answers)
+        except BaseException:
+            await self._stop_slot(slot)
+            raise
         old, self._slot = self._slot, slot
         self.status.speed, self.status.full_speed_seconds = Speed.FULL, round(time.time() - self._launched_at, 2)
         log.info("full speed after %.1fs: new answers go to the full-speed engine; %d finishing on the "

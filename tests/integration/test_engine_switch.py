@@ -47,10 +47,14 @@ def test_answer_streaming_across_the_switch_is_complete_and_nothing_is_left_runn
     assert plan.starter is not None and plan.starter.engine_args["enforce_eager"]
     assert plan.reasons["quick_start"].startswith("on (set by you)")
 
-    # The full-speed engine's build waits (on its own loop thread) until an answer is streaming on the first.
-    full_built, go = threading.Event(), threading.Event()
+    # The full-speed engine is built at the same time as the starting one; here it waits (on its own loop
+    # thread) until the starting engine is ready, so that each engine's processes can be told apart, and once
+    # built until an answer is streaming on the starting engine.
+    starter_ready, full_built, go = threading.Event(), threading.Event(), threading.Event()
 
     def factory(model_path, engine_plan):
+        if engine_plan is plan:
+            assert starter_ready.wait(600)
         engine = create_vllm_engine(model_path, engine_plan)
         if engine_plan is plan:
             full_built.set()
@@ -73,6 +77,7 @@ def test_answer_streaming_across_the_switch_is_complete_and_nothing_is_left_runn
         assert host.status.to_dict()["speed"] == "starting"
         starter_pids = child_pids() - before
         assert starter_pids, "the starting engine runs in processes of its own"
+        starter_ready.set()
         assert full_built.wait(300), "the full-speed engine was not built"
         full_pids = child_pids() - before - starter_pids
         assert full_pids, "both engines run during the overlap"
@@ -110,6 +115,7 @@ def test_answer_streaming_across_the_switch_is_complete_and_nothing_is_left_runn
         assert host.status.speed is Speed.FULL and host.status.to_dict()["full_speed_seconds"] > 0
         assert [t.name for t in threading.enumerate()].count("vllm-engine-loop") == 0
     finally:
+        starter_ready.set()
         go.set()
         caller_loop.submit(host.shutdown()).result(120)
     wait_until(lambda: not (child_pids() - before), 30, "every engine process to exit after shutdown")

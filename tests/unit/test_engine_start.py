@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import time
 
-from app.engine import EngineHost, EngineState
+from app.engine import EngineHost, EngineState, Speed
 from app.engine_protocol import Delta
 from app.profiles import EnginePlan
 from app.telemetry import AppMetrics, LogTail
@@ -281,3 +281,41 @@ def test_a_broken_tokenizer_fails_the_start_in_one_line(tmp_path, tiny_model_dir
 
     asyncio.run(run())
     assert len(fatal) == 1 and "\n" not in fatal[0]
+
+
+def test_the_full_speed_engine_is_built_while_the_starting_engine_starts():
+    """--quick-start: both builds begin at once (the full engine's compile overlaps the starting engine's load),
+    the starting engine answers first, and the full one takes over when it is up."""
+    import dataclasses
+    import threading
+
+    starter_plan = dataclasses.replace(PLAN, engine_args={**PLAN.engine_args, "enforce_eager": True})
+    plan = dataclasses.replace(PLAN, starter=starter_plan)
+    started: list[str] = []
+    both_started = threading.Event()
+
+    def factory(path, engine_plan):
+        started.append("starter" if engine_plan is starter_plan else "full")
+        if len(started) == 2:
+            both_started.set()
+        # Each build waits until the other has begun: this start only finishes if they overlap.
+        assert both_started.wait(10), "the two engines were not built at the same time"
+        return FakeEngine(engine_plan)
+
+    speeds: list = []
+    host = EngineHost(lambda progress: "/models/ernie", plan, AppMetrics(), max_concurrent=2,
+                      engine_factory=factory, health_interval=60)
+    host.add_listener(lambda status: speeds.append(status.speed))
+
+    async def run():
+        host.start_in_background()
+        assert await host.wait_ready(30)
+        deadline = time.time() + 30
+        while host.status.speed is not Speed.FULL and time.time() < deadline:
+            await asyncio.sleep(0.05)
+        await host.shutdown()
+
+    asyncio.run(run())
+    assert sorted(started) == ["full", "starter"]
+    assert host.status.speed is Speed.FULL and host.status.full_speed_seconds is not None
+    assert host.plan is plan  # restarts start the full-speed engine directly
