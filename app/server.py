@@ -13,6 +13,8 @@ import gzip
 import hmac
 import logging
 import re
+import shutil
+import tempfile
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Optional
@@ -65,6 +67,22 @@ def token_problem(request: Request) -> Optional[JSONResponse]:
     return JSONResponse(error_body(err), status_code=err.http_status, headers={"WWW-Authenticate": "Bearer"})
 
 
+def private_files_dir() -> Path:
+    """Give this process its own folder for Chainlit's per-chat files (the status panel's text, uploads).
+
+    Chainlit keeps them under <project>/.files, creates that folder once (at import) and deletes all of it when
+    one of its servers stops: another Chainlit app run from the same folder (a second ernie-chat, the tests'
+    Markdown echo app) took the running app's folder away, and its status panel could no longer be drawn.
+    A private folder (mode 0700: other local users cannot read chats' files) is removed by our lifespan."""
+    import chainlit.config
+    import chainlit.server
+
+    folder = Path(tempfile.mkdtemp(prefix="ernie-chat-files-"))
+    chainlit.config.FILES_DIRECTORY = folder  # read by each session (chainlit/session.py)
+    chainlit.server.FILES_DIRECTORY = folder  # Chainlit's own lifespan (not run here) would remove it
+    return folder
+
+
 class TokenMiddleware(BaseHTTPMiddleware):
     async def dispatch(self, request: Request, call_next):
         path, root = request.scope["path"], request.scope.get("root_path", "")
@@ -88,6 +106,7 @@ def _history_state(rt: Runtime) -> str:
 def create_app(runtime: Runtime) -> FastAPI:
     """Build the app: /healthz, /readyz, /metrics, then the Chainlit UI at the root."""
     set_current_runtime(runtime)
+    files_dir = private_files_dir()
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -109,6 +128,7 @@ def create_app(runtime: Runtime) -> FastAPI:
             log.info("engine shut down")
             if runtime.history is not None:  # the chat database's last queued writes
                 await runtime.history.close()
+            shutil.rmtree(files_dir, ignore_errors=True)
 
     app = FastAPI(lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None,
                   root_path=runtime.settings.server.root_path)

@@ -65,8 +65,8 @@ CARDS = (
          "NVIDIA GeForce RTX 3050,8.6,8,2.4", "the longest context that fits; chats share the rest",
          "the longest context that fits alone; chats share the rest (paged KV)"),
 )
-CPU_README = ("| no GPU | bf16 / fp32 | eager | for 12 chats | RAM | the engine (eager already) | CPU build; compile costs "
-              "100 s of start on a CPU |")
+CPU_README = ("| no GPU | bf16 / fp32 | eager | for 12 chats | RAM | the engine (eager already) "
+              "| CPU build; compile costs 100 s of start on a CPU |")
 CPU_PROFILES = ("| no NVIDIA card | - | bfloat16 with AVX512-BF16/AMX, else float32 | eager | 8k / for 12 chats | - | "
                 "CPU build (`requirements-cpu.txt`); torch.compile on a CPU took 115 s to start vs 16 s eager |")
 

@@ -140,6 +140,8 @@ def test_chinese_ui(page_for, shots_dir):
     assert "输入" in (page.get_attribute("#chat-input", "placeholder") or "")
     page.locator("#starters button").first.click()
     wait_stats(page, 1, STATS_ZH)
+    # The panel's text is fetched anew when the page moves to the chat's own address after the first answer.
+    page.locator("#side-view-content").get_by_text("ready").wait_for(timeout=15000)
     panel = page.inner_text("#side-view-content")
     assert "引擎" in panel and "ready" in panel and "显卡" in panel
     page.screenshot(path=str(shots_dir / "zh-answer.png"))
@@ -150,6 +152,20 @@ def test_english_ui_status_panel(page_for):
     panel = page.inner_text("#side-view-content")
     assert "Card:" in panel and "Profile:" in panel and "Engine:" in panel and "ready" in panel
     assert "Type your message" in (page.get_attribute("#chat-input", "placeholder") or "")
+
+
+def test_status_panel_survives_another_chainlit_app_stopping(page_for):
+    # Any Chainlit server deletes <project>/.files when it stops (the Markdown echo app of these tests, a second
+    # ernie-chat): the running app keeps its chats' files in a private folder, so its panel is still drawn.
+    import shutil
+
+    from tests.helpers import ROOT
+
+    shutil.rmtree(ROOT / ".files", ignore_errors=True)
+    page = page_for()  # waits for the panel's "ready"
+    send(page, "hello")
+    wait_stats(page, 1)
+    page.locator("#side-view-content").get_by_text("ready").wait_for(timeout=15000)  # still there after it
 
 
 def test_phone_width_window(page_for, shots_dir):
