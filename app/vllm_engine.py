@@ -74,5 +74,8 @@ def create_vllm_engine(model_path: str, plan: EnginePlan) -> VllmEngine:
     from vllm.engine.arg_utils import AsyncEngineArgs
     from vllm.v1.engine.async_llm import AsyncLLM
 
-    args = AsyncEngineArgs(model=model_path, served_model_name=[SERVED_MODEL_NAME], **plan.engine_args)
+    # use_tqdm_on_load=False: the worker's own "Loading safetensors checkpoint shards" bar would be drawn over
+    # the app's start-up bar on the terminal (step 3 of 4 covers it).
+    args = AsyncEngineArgs(model=model_path, served_model_name=[SERVED_MODEL_NAME], use_tqdm_on_load=False,
+                           **plan.engine_args)
     return VllmEngine(AsyncLLM.from_engine_args(args))

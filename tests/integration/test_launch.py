@@ -54,6 +54,9 @@ def test_lifecycle_loading_ready_check_metrics_and_clean_exit(tiny_model_dir, tm
         # ... with vLLM's INFO and WARNING lines kept off it (a quiet terminal: nothing there asks the user to
         # act), and in the log file instead, from its engine process too.
         assert "Initializing a V1 LLM engine" not in terminal
+        # Nor the engine worker's own weight-loading bar, nor Chainlit's "Translated markdown file for en-US not
+        # found" for each page of a UI language (chainlit_en-US.md and chainlit_zh-CN.md exist).
+        assert "Loading safetensors checkpoint shards" not in terminal and "Translated markdown" not in terminal
         noisy = [line for line in terminal.splitlines() if "WARNING" in line or "Warning" in line]
         assert not noisy, noisy
         assert any("Initializing a V1 LLM engine" in line and "[EngineCore" in line for line in log_text.splitlines())
