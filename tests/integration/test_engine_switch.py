@@ -61,7 +61,11 @@ def test_answer_streaming_across_the_switch_is_complete_and_nothing_is_left_runn
             assert go.wait(600)
         return engine
 
-    before = child_pids()
+    before = child_pids()  # other tests' engines (the session's engine_host) are not this test's
+    threads_before = set(threading.enumerate())
+
+    def new_loop_threads(name_start: str) -> list[str]:
+        return [t.name for t in threading.enumerate() if t not in threads_before and t.name.startswith(name_start)]
     host = EngineHost(lambda progress: str(tiny_model_dir), plan, AppMetrics(), max_concurrent=4,
                       engine_factory=factory, health_interval=0.5)
     switched_at: list[float] = []
@@ -113,10 +117,10 @@ def test_answer_streaming_across_the_switch_is_complete_and_nothing_is_left_runn
         wait_until(lambda: not (starter_pids & child_pids()), 60, "the starting engine's processes to exit")
         assert full_pids & child_pids()
         assert host.status.speed is Speed.FULL and host.status.to_dict()["full_speed_seconds"] > 0
-        assert [t.name for t in threading.enumerate()].count("vllm-engine-loop") == 0
+        assert new_loop_threads("vllm-engine-loop") == ["vllm-engine-loop-full"]  # the starting one's loop ended
     finally:
         starter_ready.set()
         go.set()
         caller_loop.submit(host.shutdown()).result(120)
     wait_until(lambda: not (child_pids() - before), 30, "every engine process to exit after shutdown")
-    assert not [t.name for t in threading.enumerate() if t.name.startswith("vllm-engine-loop")]
+    assert not new_loop_threads("vllm-engine-loop")
