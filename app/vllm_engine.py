@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import inspect
 import os
+import threading
 from collections.abc import AsyncIterator
 from typing import Any, Optional
 
@@ -15,6 +16,7 @@ from app.errors import one_line
 from app.profiles import EnginePlan
 
 SERVED_MODEL_NAME = "ernie-chat"
+_IMPORT_LOCK = threading.Lock()
 SHUTDOWN_GRACE_SECONDS = 1.0  # then vLLM kills its engine processes (the app reaps what is left)
 
 
@@ -71,8 +73,9 @@ def create_vllm_engine(model_path: str, plan: EnginePlan) -> VllmEngine:
     os.environ.update(plan.env)
     for name, value in plan.env_defaults.items():
         os.environ.setdefault(name, value)
-    from vllm.engine.arg_utils import AsyncEngineArgs
-    from vllm.v1.engine.async_llm import AsyncLLM
+    with _IMPORT_LOCK:  # --quick-start builds two engines at once: import vLLM from one thread, not two
+        from vllm.engine.arg_utils import AsyncEngineArgs
+        from vllm.v1.engine.async_llm import AsyncLLM
 
     # use_tqdm_on_load=False: the worker's own "Loading safetensors checkpoint shards" bar would be drawn over
     # the app's start-up bar on the terminal (step 3 of 4 covers it).

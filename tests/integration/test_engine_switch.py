@@ -33,6 +33,18 @@ def child_pids() -> set[int]:
     return pids
 
 
+def engine_cores() -> set[int]:
+    """vLLM's engine-core processes among this process's children (one per engine)."""
+    pids = set()
+    for child in psutil.Process().children(recursive=True):
+        try:
+            if "EngineCore" in " ".join(child.cmdline()) or "EngineCore" in child.name():
+                pids.add(child.pid)
+        except psutil.NoSuchProcess:
+            pass
+    return pids
+
+
 def wait_until(condition, timeout: float, what: str) -> None:
     deadline = time.time() + timeout
     while not condition():
@@ -47,14 +59,14 @@ def test_answer_streaming_across_the_switch_is_complete_and_nothing_is_left_runn
     assert plan.starter is not None and plan.starter.engine_args["enforce_eager"]
     assert plan.reasons["quick_start"].startswith("on (set by you)")
 
-    # The full-speed engine is built at the same time as the starting one; here it waits (on its own loop
-    # thread) until the starting engine is ready, so that each engine's processes can be told apart, and once
-    # built until an answer is streaming on the starting engine.
-    starter_ready, full_built, go = threading.Event(), threading.Event(), threading.Event()
+    # The full-speed engine is built at the same time as the starting one; once built it waits (on its own loop
+    # thread) until an answer is streaming on the starting engine.
+    full_built, go = threading.Event(), threading.Event()
+    full_began: list[float] = []
 
     def factory(model_path, engine_plan):
         if engine_plan is plan:
-            assert starter_ready.wait(600)
+            full_began.append(time.time())
         engine = create_vllm_engine(model_path, engine_plan)
         if engine_plan is plan:
             full_built.set()
@@ -70,6 +82,8 @@ def test_answer_streaming_across_the_switch_is_complete_and_nothing_is_left_runn
                       engine_factory=factory, health_interval=0.5)
     switched_at: list[float] = []
     host.add_listener(lambda status: status.speed is Speed.FULL and not switched_at and switched_at.append(time.time()))
+    ready_at: list[float] = []
+    host.add_listener(lambda status: status.state.value == "ready" and not ready_at and ready_at.append(time.time()))
 
     async def start():
         host.start_in_background()
@@ -77,14 +91,11 @@ def test_answer_streaming_across_the_switch_is_complete_and_nothing_is_left_runn
 
     try:
         assert caller_loop.submit(start()).result(330), host.status.detail
+        assert full_began and full_began[0] < ready_at[0], "the full-speed engine's build began with the first"
         assert host.status.speed is Speed.STARTING
         assert host.status.to_dict()["speed"] == "starting"
-        starter_pids = child_pids() - before
-        assert starter_pids, "the starting engine runs in processes of its own"
-        starter_ready.set()
         assert full_built.wait(300), "the full-speed engine was not built"
-        full_pids = child_pids() - before - starter_pids
-        assert full_pids, "both engines run during the overlap"
+        assert len(engine_cores() - before) == 2, "both engines run during the overlap"
 
         first_delta = threading.Event()
         prompt = list(range(10, 40))
@@ -114,12 +125,10 @@ def test_answer_streaming_across_the_switch_is_complete_and_nothing_is_left_runn
         assert after_text == text
 
         # The starting engine went away after its last answer; the full-speed one still runs.
-        wait_until(lambda: not (starter_pids & child_pids()), 60, "the starting engine's processes to exit")
-        assert full_pids & child_pids()
+        wait_until(lambda: len(engine_cores() - before) == 1, 60, "the starting engine's processes to exit")
         assert host.status.speed is Speed.FULL and host.status.to_dict()["full_speed_seconds"] > 0
         assert new_loop_threads("vllm-engine-loop") == ["vllm-engine-loop-full"]  # the starting one's loop ended
     finally:
-        starter_ready.set()
         go.set()
         caller_loop.submit(host.shutdown()).result(120)
     wait_until(lambda: not (child_pids() - before), 30, "every engine process to exit after shutdown")
