@@ -21,28 +21,26 @@ pytestmark = pytest.mark.timeout(900)
 GREEDY_LONG = {"temperature": 0.0, "max_tokens": 3000, "ignore_eos": True}  # ~12 s at the tiny model's speed
 
 
-def child_pids() -> set[int]:
-    """This process's children, less multiprocessing's resource tracker (it lives as long as we do)."""
+def children(keep) -> set[int]:
+    """This process's children whose command line and name pass ``keep``."""
     pids = set()
     for child in psutil.Process().children(recursive=True):
         try:
-            if "resource_tracker" not in " ".join(child.cmdline()):
+            if keep(" ".join(child.cmdline()) + " " + child.name()):
                 pids.add(child.pid)
         except psutil.NoSuchProcess:
             pass
     return pids
+
+
+def child_pids() -> set[int]:
+    """Less multiprocessing's resource tracker: it lives as long as this process does."""
+    return children(lambda text: "resource_tracker" not in text)
 
 
 def engine_cores() -> set[int]:
-    """vLLM's engine-core processes among this process's children (one per engine)."""
-    pids = set()
-    for child in psutil.Process().children(recursive=True):
-        try:
-            if "EngineCore" in " ".join(child.cmdline()) or "EngineCore" in child.name():
-                pids.add(child.pid)
-        except psutil.NoSuchProcess:
-            pass
-    return pids
+    """vLLM's engine-core processes (one per engine)."""
+    return children(lambda text: "EngineCore" in text)
 
 
 def wait_until(condition, timeout: float, what: str) -> None:
