@@ -298,6 +298,8 @@ async def _stream_answer(rt: Runtime, language: str, token_ids: list[int], param
         outcome = "refused"
         await notice(t(language, "refused", detail=str(err)))
     finally:
+        if saving is not None and not saving.done():
+            await asyncio.wait([saving])  # the last partial save lands before the final text, never after it
         if "msg" in queue_notice:
             await queue_notice.pop("msg").remove()
         if outcome == "done":
