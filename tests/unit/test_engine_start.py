@@ -222,21 +222,27 @@ def test_cpu_warm_up_is_one_round():
     assert host.status.ready_seconds is not None and not fatal and len(calls) == 2
 
 
-def test_the_tokenizer_loads_while_the_engine_starts(tiny_model_dir):
+def test_the_tokenizer_loads_while_the_engine_starts(tiny_model_dir, monkeypatch):
     """ModelFiles.provide returns once the files are here; the tokenizer loads beside the engine's start, and
     "ready" waits for it (a chat needs it)."""
-    import threading
+    from transformers import AutoTokenizer
 
     from app.model_source import ModelFiles
     from app.settings import ModelSettings
 
+    real_load = AutoTokenizer.from_pretrained
+
+    def slow_load(*args, **kwargs):  # the real tokenizer, loaded as slowly as a big SentencePiece one
+        time.sleep(1.0)
+        return real_load(*args, **kwargs)
+
+    monkeypatch.setattr(AutoTokenizer, "from_pretrained", slow_load)
     files = ModelFiles(ModelSettings(model=str(tiny_model_dir)))
     order: list[str] = []
-    engine_started = threading.Event()
 
     def factory(path, plan):
-        order.append("engine built")
-        engine_started.set()
+        # The engine is being built while the tokenizer is still loading: the two overlap.
+        order.append("engine built" + (" (tokenizer still loading)" if not files._loading.done() else ""))
         return FakeEngine(plan)
 
     def tokenizer_ready():
@@ -253,7 +259,7 @@ def test_the_tokenizer_loads_while_the_engine_starts(tiny_model_dir):
         await host.shutdown()
 
     asyncio.run(run())
-    assert order == ["engine built", "tokenizer loaded", "ready"]
+    assert order == ["engine built (tokenizer still loading)", "tokenizer loaded", "ready"]
     assert files.tokenizer is not None and files.tokenizer("hello")["input_ids"]
 
 
