@@ -182,8 +182,8 @@ class EngineHost:
         self._tasks: list[asyncio.Task] = []
         self._listeners: list[Callable[[EngineStatus], None]] = []
         self._model_path: Optional[str] = None
-        self._launched_at = launched_at or time.time()
-        self.status.start_began_at = self._launched_at
+        self.launched_at = launched_at or time.time()
+        self.status.start_began_at = self.launched_at
         self._ready_event: Optional[asyncio.Event] = None
         self._closing = False
         self._on_fatal = on_fatal  # called once when the first start fails for good
@@ -199,7 +199,10 @@ class EngineHost:
             status.start_began_at = time.time()  # a restart's steps count from its own beginning
         status.state, status.detail, status.step = state, detail, step
         self.metrics.set_engine_state(state)
-        where = f" [{int(step)}/{START_STEPS}]" if step is not None else ""
+        # Each step's line says when it began, counted as the user counts (from the launch, or the restart's
+        # beginning): the log alone then times every step.
+        where = f" [{int(step)}/{START_STEPS}] at {time.time() - status.start_began_at:.1f}s" \
+            if step is not None else ""
         # A failed first start is told once, by the launcher; the file keeps this line too.
         log.info("engine %s%s%s", state.value, where, f": {detail}" if detail else "",
                  extra=FILE_ONLY if state is EngineState.FAILED else None)
@@ -266,7 +269,7 @@ class EngineHost:
             if self._on_fatal:
                 self._on_fatal(line)
             return
-        self.status.ready_seconds = round(time.time() - self._launched_at, 2)
+        self.status.ready_seconds = round(time.time() - self.launched_at, 2)
         self._tasks.append(asyncio.create_task(self._watchdog(), name="engine-watchdog"))
 
     async def _start_with_retry(self, plan: EnginePlan) -> EnginePlan:
@@ -376,7 +379,7 @@ class EngineHost:
             await self._stop_slot(slot)
             raise
         old, self._slot = self._slot, slot
-        self.status.speed, self.status.full_speed_seconds = Speed.FULL, round(time.time() - self._launched_at, 2)
+        self.status.speed, self.status.full_speed_seconds = Speed.FULL, round(time.time() - self.launched_at, 2)
         log.info("full speed after %.1fs: new answers go to the full-speed engine; %d finishing on the "
                  "starting one", self.status.full_speed_seconds, old.in_flight if old else 0)
         self._notify()

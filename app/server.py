@@ -15,6 +15,7 @@ import logging
 import re
 import shutil
 import tempfile
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Optional
@@ -110,6 +111,8 @@ def create_app(runtime: Runtime) -> FastAPI:
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        # The first step of the log's timeline: what the imports and set-up before listening cost.
+        log.info("web server starts %.1fs after launch", time.time() - runtime.host.launched_at)
         runtime.host.start_in_background()
         from app.chat import keep_forgetting_closed_chats
 

@@ -3,6 +3,10 @@
     python -m bench.engine_bench --model DIR [--profiles auto,tutorial-a100,...] [--rounds 2] [--out results.jsonl]
     python -m bench.engine_bench --table results.jsonl [more.jsonl ...]   # the rows as a Markdown table
     python -m bench.engine_bench --build-model DIR   # random-weight model of the real ERNIE-4.5-0.3B config
+    python -m bench.engine_bench --model DIR --profiles auto,auto+async_scheduling=false,auto+stream_interval=8
+
+A profile may carry engine arguments on top of its plan, ``PROFILE+ARG=JSON_VALUE[+...]``: the same plan with
+one setting changed, measured interleaved with the plain one.
 
 Profiles run interleaved (a, b, c, a, b, c, ...) so drift on a noisy machine hits them alike; compare
 only numbers from one run. Each profile is planned by app.profiles for the card NVML reports, started
@@ -86,8 +90,22 @@ async def one_stream(host, vocab, max_tokens, seed):
     return {"ttft": first - start, "tokens": tokens, "decode_tps": (tokens - 1) / (end - first), "seconds": end - start}
 
 
-async def measure(profile, extra, model_dir, gpus, build, shape, vocab, args):
-    settings = EngineSettings(profile=profile if profile != "auto-64" else "auto",
+def split_variant(name: str) -> tuple[str, dict]:
+    """'auto+async_scheduling=false+stream_interval=8' -> ('auto', {'async_scheduling': False,
+    'stream_interval': 8})."""
+    base, *settings = name.split("+")
+    extra = {}
+    for setting in settings:
+        key, sep, value = setting.partition("=")
+        if not sep:
+            raise SystemExit(f"--profiles: '{setting}' in '{name}' is not ARG=VALUE (e.g. auto+stream_interval=8)")
+        extra[key] = json.loads(value)
+    return base, extra
+
+
+async def measure(name, model_dir, gpus, build, shape, vocab, args):
+    profile, extra = split_variant(name)
+    settings = EngineSettings(profile=profile if profile != "auto-64" else "auto", quick_start="off",
                               **({"max_concurrent_chats": 64} if profile == "auto-64" else {}))
     plan = plan_engine(settings, gpus, build, shape)
     plan = replace(plan, engine_args={**plan.engine_args, "skip_tokenizer_init": True, **extra})
@@ -98,7 +116,7 @@ async def measure(profile, extra, model_dir, gpus, build, shape, vocab, args):
     started = time.perf_counter()
     host.start_in_background()
     ok = await host.wait_ready(args.start_timeout)
-    row = {"profile": profile, "engine_args": plan.engine_args, "ok": ok}
+    row = {"profile": name, "engine_args": plan.engine_args, "ok": ok}
     if not ok:
         row["error"] = host.status.detail
         await host.shutdown()
@@ -156,7 +174,7 @@ async def main_async(args):
             if rnd > 0 and profile in args.once.split(","):
                 continue
             cache_warm = compile_cache_present()
-            row = await measure(profile, {}, args.model, gpus, build, shape, vocab, args)
+            row = await measure(profile, args.model, gpus, build, shape, vocab, args)
             row["round"] = rnd
             row["compile_cache"] = ("n/a (eager)" if row.get("engine_args", {}).get("enforce_eager") else
                                     "warm" if cache_warm else "cold")

@@ -116,6 +116,24 @@ def decode(url: str, max_tokens: int) -> dict[str, Any]:
             "finish_reason": reason, "tok_s": round((tokens - 1) / span, 1) if tokens > 1 and span > 0 else None}
 
 
+# vLLM's own start phases, as its INFO lines in the app log say them (0.26-0.29 wordings); seconds
+VLLM_PHASES = {
+    "weights": re.compile(r"Loading weights took ([\d.]+) s"),
+    "model_load": re.compile(r"Model loading took [\d.]+ GiB memory and ([\d.]+) s"),
+    "dynamo": re.compile(r"Dynamo bytecode transform time: ([\d.]+) s"),
+    "compile": re.compile(r"torch\.compile (?:takes|took) ([\d.]+) s in total"),
+    "profiling": re.compile(r"Memory profiling takes ([\d.]+) s"),
+    "graphs": re.compile(r"Graph capturing finished in ([\d.]+) secs"),
+    "init_engine": re.compile(r"init engine \(profile, create kv cache, warmup model\) took ([\d.]+)"),
+}
+
+
+def vllm_phases(log_file: Path) -> dict[str, list[float]]:
+    """Each vLLM start phase's seconds, in log order (two values where quick-start ran two engines)."""
+    text = log_file.read_text(errors="replace") if log_file.exists() else ""
+    return {name: [float(v) for v in pattern.findall(text)] for name, pattern in VLLM_PHASES.items()}
+
+
 def log_lines(log_file: Path, limit: int = 80) -> list[str]:
     if not log_file.exists():
         return []
@@ -157,6 +175,7 @@ def one_run(model: str, work: Path, quick: str, cold: bool, max_tokens: int, tim
         app.kill()
         result["events"] = poller.events
         result["log_lines"] = log_lines(app.log_file)
+        result["vllm_phases"] = vllm_phases(app.log_file)
         if "error" in result:
             result["output_tail"] = app.output()[-4000:]
     return result
@@ -171,16 +190,28 @@ def step_times(run: dict[str, Any]) -> dict[int, float]:
     return seen
 
 
+def phase_cell(run: dict[str, Any]) -> str:
+    """'weights 0.35, 0.5 · compile 12.3 · graphs 3 · init 5.12, 2.05': every engine's value, in log order (the
+    starting engine has no compile or graph phase)."""
+    phases = run.get("vllm_phases") or {}
+    parts = [f"{name} {', '.join(f'{v:g}' for v in phases[key])}"
+             for key, name in (("weights", "weights"), ("compile", "compile"), ("graphs", "graphs"),
+                               ("init_engine", "init")) if phases.get(key)]
+    return " · ".join(parts) or "-"
+
+
 def table(runs: list[dict[str, Any]]) -> str:
     fmt = lambda v: "-" if v is None else f"{v}"  # noqa: E731
     rows = ["| run | quick-start | cache | HTTP s | step 1/2/3/4 began s | ready s | full speed s | "
-            "tok/s starting | tok/s full | exit s | error |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+            "tok/s starting | tok/s full | vLLM phases s | exit s | error |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for i, r in enumerate(runs, 1):
         steps = step_times(r)
         began = "/".join(fmt(steps.get(n)) for n in range(1, 5))
         rows.append(f"| {i} | {r['quick_start']} | {r['cache']} | {fmt(r['http_s'])} | {began} | {fmt(r['ready_s'])} | "
                     f"{fmt(r['full_speed_s'])} | {fmt((r.get('decode_ready') or {}).get('tok_s'))} | "
-                    f"{fmt((r.get('decode_full') or {}).get('tok_s'))} | {r['exit_s']} | {r.get('error', '')[:60]} |")
+                    f"{fmt((r.get('decode_full') or {}).get('tok_s'))} | {phase_cell(r)} | {r['exit_s']} | "
+                    f"{r.get('error', '')[:60]} |")
     return "\n".join(rows)
 
 
