@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import socket
 import sys
 from collections.abc import Sequence
@@ -122,3 +123,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return err.exit_code
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        # `--print-config | head`: the reader left. Nothing more to say; stdout goes to /dev/null so that
+        # Python's own flush at exit does not print a second complaint (the recipe in Python's signal docs).
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1

@@ -98,3 +98,13 @@ def test_the_docs_card_tables_are_what_print_config_says():
     for name, table in tables().items():
         stale = f"{DOCS[name]} is stale: run scripts/card_tables.py --write"
         assert marked(name, table) in DOCS[name].read_text(), stale
+
+
+def test_a_reader_that_leaves_early_gets_no_traceback():
+    """`python launch.py --print-config | head -1`: the pipe is closed before the plan is written."""
+    proc = subprocess.Popen([sys.executable, "launch.py", "--print-config", "--assume-gpu", "NVIDIA A10,8.6,24"],
+                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc.stdout.close()  # the reader is gone before the first line
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 1
+    assert err.decode() == ""
