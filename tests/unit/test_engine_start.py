@@ -325,3 +325,22 @@ def test_the_full_speed_engine_is_built_while_the_starting_engine_starts():
     assert sorted(started) == ["full", "starter"]
     assert host.status.speed is Speed.FULL and host.status.full_speed_seconds is not None
     assert host.plan is plan  # restarts start the full-speed engine directly
+
+
+def test_each_start_step_is_logged_with_its_second_from_launch(caplog):
+    """The log alone times the start: every step's line says when it began, counted from the launch."""
+    class SlowEngine(FakeEngine):
+        def __init__(self, plan=PLAN):
+            time.sleep(0.3)  # the engine step takes a moment, as vLLM's does
+            super().__init__(plan)
+
+    with caplog.at_level("INFO", logger="ernie_chat.engine"):
+        host, fatal = start(lambda path, plan: SlowEngine(plan))
+    assert not fatal
+    lines = [r.getMessage() for r in caplog.records]
+    steps = [line for line in lines if line.startswith(("engine loading [", "engine warming ["))]
+    seconds = [float(line.split("] at ")[1].split("s")[0]) for line in steps]
+    # (step 2, the tokenizer, is ModelFiles' own: this provider has none)
+    assert [line.split(" at ")[0] for line in steps] == ["engine loading [1/4]", "engine loading [3/4]",
+                                                       "engine warming [4/4]"]
+    assert seconds == sorted(seconds) and seconds[2] - seconds[1] >= 0.3
