@@ -1,5 +1,6 @@
 """`python launch.py` as a user runs it: real Chainlit server, real CPU engine, tiny model."""
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -47,6 +48,9 @@ def test_lifecycle_loading_ready_check_metrics_and_clean_exit(tiny_model_dir, tm
         assert ready_check.returncode == 0 and ready_check.stdout.startswith("ready:")
         log_text = app.log_file.read_text()
         assert "Engine started." in log_text
+        # The log times the start from launch: the web server, then each step
+        assert re.search(r"web server starts \d+\.\ds after launch", log_text)
+        assert re.search(r"engine loading \[3/4\] at \d+\.\ds: loading the model", log_text)
         # The terminal showed the start as a bar, step by step, ending full ...
         terminal = app.output()
         assert "starting [3/4] loading the model into the engine" in terminal and "2/4 steps" in terminal
