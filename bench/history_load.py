@@ -2,6 +2,7 @@
 to open a chat of 500 messages in Chromium.
 
     python -m bench.history_load [--minutes 10] [--concurrency 2] [--sample-every 60] [--open-runs 3]
+                                 [--session-timeout SECONDS] [--heap-watch]
 
 Builds the tiny test model and launches `python launch.py --data-dir TMP` (its own SQLite database), then:
 1. Soak: for --minutes, new chats over Chainlit's websocket as the page makes them (socket.io, the local
@@ -14,14 +15,23 @@ Builds the tiny test model and launches `python launch.py --data-dir TMP` (its o
    through the app's own data layer (HistoryDataLayer on the same database; the socket would need 250
    answered turns), owned by the local user; then Chromium opens /thread/<id> and the time to the last
    message being visible is measured --open-runs times (fresh browser context each), median reported.
+
+--session-timeout runs the app with Chainlit's session window (how long a closed page's session is kept, in
+case the tab comes back; 600 s in .chainlit/config.toml) set to SECONDS, from a copy of the project's Chainlit
+files. --heap-watch samples the heap inside the app and vLLM's engine processes (bench/heap_watch/) every
+--sample-every seconds and prints a table per process: whether memory that grows is held Python objects or
+memory the allocator keeps.
 """
 from __future__ import annotations
 
 import argparse
 import asyncio
 import copy
+import json
+import os
 import random
 import re
+import shutil
 import sqlite3
 import statistics
 import sys
@@ -35,7 +45,7 @@ import httpx
 import psutil
 import socketio
 
-from tests.helpers import CHROMIUM_ARGS, running_app
+from tests.helpers import CHROMIUM_ARGS, ROOT, running_app
 from tests.tiny_model import build
 
 PROMPTS = ["请用三句话解释量子纠缠，要求通俗易懂", "Write a short poem about the sea.", "你好", "What is a KV cache?",
@@ -283,6 +293,37 @@ def open_in_chromium(url: str, thread_id: str, marker: str, runs: int) -> list[d
     return results
 
 
+def chainlit_root_with_session_timeout(tmp: Path, seconds: int) -> Path:
+    """A copy of the project's Chainlit files (.chainlit/, chainlit*.md) with session_timeout = SECONDS."""
+    root = tmp / "chainlit-root"
+    shutil.copytree(ROOT / ".chainlit", root / ".chainlit")
+    for md in ROOT.glob("chainlit*.md"):
+        shutil.copy(md, root / md.name)
+    config = root / ".chainlit" / "config.toml"
+    text, found = re.subn(r"(?m)^session_timeout = \d+$", f"session_timeout = {seconds}", config.read_text())
+    if found != 1:
+        raise RuntimeError(f"no 'session_timeout = N' line in {config}")
+    config.write_text(text)
+    return root
+
+
+def heap_table(folder: Path) -> str:
+    """One block per process: its samples at start, every 10 minutes and at the end (MiB; counts)."""
+    lines = []
+    for path in sorted(folder.glob("*.jsonl")):
+        samples = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        if not samples:
+            continue
+        shown = [s for i, s in enumerate(samples) if i == 0 or i == len(samples) - 1 or s["t"] % 600 < 60]
+        lines += [f"\n{path.stem}\n", "| t (min) | RSS MiB | malloc in use MiB | malloc free MiB | Python blocks | "
+                  "gc objects | sessions | chat contexts |", "|---|---|---|---|---|---|---|---|"]
+        for s in shown:
+            lines.append(f"| {s['t'] / 60:.0f} | {s['rss'] / MIB:.1f} | {s['malloc_in_use'] / MIB:.1f} | "
+                         f"{s['malloc_free'] / MIB:.1f} | {s['py_blocks']:,} | {s['gc_objects']:,} | "
+                         f"{s.get('sessions', '-')} | {s.get('chat_contexts', '-')} |")
+    return "\n".join(lines)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--minutes", type=float, default=10, help="minutes of soak")
@@ -296,14 +337,27 @@ def main() -> int:
                         help="end each chat as the page's 'New chat' does (emit clear_session, then disconnect); "
                              "by default it just disconnects, as a closed tab, and Chainlit keeps the session "
                              "for session_timeout (3600 s in .chainlit/config.toml) in case the tab comes back")
+    parser.add_argument("--session-timeout", type=int, metavar="SECONDS",
+                        help="Chainlit's session window for this run (the project's config says 600 s)")
+    parser.add_argument("--heap-watch", action="store_true",
+                        help="sample the heap inside the app and vLLM's processes (bench/heap_watch/)")
     args = parser.parse_args()
 
     tmp = Path(tempfile.mkdtemp(prefix="history-load-"))
     data_dir = tmp / "data"
     data_dir.mkdir()
     model = build(tmp / "model")
+    env: dict[str, str] = {}
+    if args.session_timeout is not None:
+        env["CHAINLIT_APP_ROOT"] = str(chainlit_root_with_session_timeout(tmp, args.session_timeout))
+    heap_dir = tmp / "heap"
+    if args.heap_watch:
+        heap_dir.mkdir()
+        env.update(ERNIE_CHAT_HEAP_WATCH=str(heap_dir), ERNIE_CHAT_HEAP_WATCH_EVERY=str(args.sample_every),
+                   PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT / "bench" / "heap_watch"),
+                                                            os.environ.get("PYTHONPATH")])))
     started = time.time()
-    with running_app(model, tmp, "--data-dir", str(data_dir)) as app:
+    with running_app(model, tmp, "--data-dir", str(data_dir), env=env) as app:
         print(f"app ready after {time.time() - started:.1f}s; data dir {data_dir}", flush=True)
         with httpx.Client(base_url=app.url, timeout=30) as client:
             cookie = cookie_header(client)
@@ -339,6 +393,9 @@ def main() -> int:
         print(f"| {n} | {b['seconds']:.2f} | {r['seconds']:.2f} | {r['in_view']} | {r['user_messages']} |")
     med = lambda rs: statistics.median(r["seconds"] for r in rs)  # noqa: E731
     print(f"| **median** | **{med(baseline):.2f}** | **{med(opens):.2f}** | | |")
+    if args.heap_watch:
+        print("\n## Heap inside each process (bench/heap_watch/)")
+        print(heap_table(heap_dir))
     for err in stats["errors"][:10]:
         print("ERROR", err)
     failed = stats["chats_failed"] > 0 or stats["chats_ok"] == 0 or stored != 2 * args.pairs

@@ -158,9 +158,9 @@ class LaunchedApp:
 
 
 @contextlib.contextmanager
-def running_app(model_dir: Path, tmp: Path, *extra: str):
+def running_app(model_dir: Path, tmp: Path, *extra: str, env: Optional[dict] = None):
     """A launched app, ready to chat; stopped (and its children killed) afterwards."""
-    app = LaunchedApp(model_dir, tmp, *extra)
+    app = LaunchedApp(model_dir, tmp, *extra, env=env)
     try:
         app.wait_http()
         app.wait_ready()

@@ -1,0 +1,65 @@
+"""Heap samples from inside the app and vLLM's engine processes, for bench/history_load.py --heap-watch.
+
+Python imports ``sitecustomize`` at start-up from sys.path; history_load puts this folder first on PYTHONPATH
+and sets ERNIE_CHAT_HEAP_WATCH to a folder. Then the app (``launch.py``) and the processes vLLM spawns
+(``--multiprocessing-fork``: its engine core and CPU worker) each write one JSON line every
+ERNIE_CHAT_HEAP_WATCH_EVERY seconds (default 60) to ``<folder>/<process name>-<pid>.jsonl``:
+
+- rss: resident memory, what the soak's table shows;
+- py_blocks: Python's own allocated object blocks (``sys.getallocatedblocks``), gc_objects: objects the
+  collector tracks; both grow when Python objects are kept (a leak in Python code);
+- malloc_in_use / malloc_free / malloc_arena: glibc's ``mallinfo2`` (all arenas), to tell memory in use from
+  freed memory the allocator keeps;
+- sessions / chat_contexts (the app only): Chainlit's live sessions and the chats' message lists it holds.
+
+Nothing here is imported by the app itself; tracemalloc is not used (tracing every allocation made the app too
+slow to answer within a minute of starting).
+"""
+import json
+import os
+import sys
+import threading
+import time
+
+_FOLDER = os.environ.get("ERNIE_CHAT_HEAP_WATCH")
+_IS_APP = bool(sys.argv) and sys.argv[0].endswith("launch.py")
+_IS_ENGINE = "--multiprocessing-fork" in sys.argv
+
+
+def _sample(mallinfo) -> dict:
+    import gc
+
+    info = mallinfo()
+    with open("/proc/self/statm") as statm:
+        rss = int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    row = {"rss": rss, "py_blocks": sys.getallocatedblocks(), "gc_objects": len(gc.get_objects()),
+           "malloc_in_use": info.uordblks + info.hblkhd, "malloc_free": info.fordblks, "malloc_arena": info.arena}
+    if _IS_APP and "chainlit.session" in sys.modules:
+        from chainlit.chat_context import chat_contexts
+        from chainlit.session import ws_sessions_id
+
+        row.update(sessions=len(ws_sessions_id), chat_contexts=len(chat_contexts))
+    return row
+
+
+def _watch(folder: str, every: float) -> None:
+    import ctypes
+
+    class MallInfo2(ctypes.Structure):
+        _fields_ = [(name, ctypes.c_size_t) for name in ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks",
+                                                          "fsmblks", "uordblks", "fordblks", "keepcost")]
+
+    libc = ctypes.CDLL("libc.so.6")
+    libc.mallinfo2.restype = MallInfo2
+    with open("/proc/self/comm") as comm:
+        name = comm.read().strip().replace("/", "_").replace(":", "_")
+    started = time.time()
+    with open(os.path.join(folder, f"{name}-{os.getpid()}.jsonl"), "a", buffering=1) as out:
+        while True:
+            time.sleep(every)
+            out.write(json.dumps({"t": round(time.time() - started), **_sample(libc.mallinfo2)}) + "\n")
+
+
+if _FOLDER and (_IS_APP or _IS_ENGINE):
+    threading.Thread(target=_watch, args=(_FOLDER, float(os.environ.get("ERNIE_CHAT_HEAP_WATCH_EVERY", "60"))),
+                     name="heap-watch", daemon=True).start()
