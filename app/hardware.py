@@ -5,6 +5,8 @@ NVML is read through nvidia-ml-py (module ``pynvml``); it needs only the driver,
 """
 from __future__ import annotations
 
+import ast
+import importlib.machinery
 import importlib.metadata
 import os
 import re
@@ -73,13 +75,32 @@ def detect_vllm_build() -> VllmBuild:
             continue
         if "+cpu" in version:
             device = "cpu"
-        torch_cuda = None
-        if device == "cuda":
-            import torch  # only here: the CUDA version of the build is torch's
-
-            torch_cuda = torch.version.cuda
+        torch_cuda = torch_cuda_version() if device == "cuda" else None
         return VllmBuild(installed=True, version=version, device=device, torch_cuda=torch_cuda)
     return VllmBuild(installed=False)
+
+
+def torch_cuda_version(search_path: Optional[Sequence[str]] = None) -> Optional[str]:
+    """The CUDA version torch was built for (``torch.version.cuda``), read from torch/version.py without
+    importing torch: that import took 2 s on the H200 host, all of it before the web server listened.
+
+    torch writes that file at build time, e.g. ``cuda: Optional[str] = '13.0'``; None when torch is missing,
+    is a CPU build, or the file says something else.
+    """
+    spec = importlib.machinery.PathFinder.find_spec("torch", search_path)  # finds; does not import
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    version_file = Path(list(spec.submodule_search_locations)[0]) / "version.py"
+    try:
+        tree = ast.parse(version_file.read_text(encoding="utf-8"))
+    except (OSError, SyntaxError, ValueError):
+        return None
+    for node in tree.body:
+        target = node.target if isinstance(node, ast.AnnAssign) else \
+            node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1 else None
+        if isinstance(target, ast.Name) and target.id == "cuda" and isinstance(node.value, ast.Constant):
+            return node.value.value if isinstance(node.value.value, str) else None
+    return None
 
 
 def visible_indices(count: int, env: Mapping[str, str]) -> Optional[list[str]]:

@@ -30,3 +30,43 @@ def test_assume_gpu_parsing():
         parse_assumed_gpu("A10")
     with pytest.raises(SettingsError, match="FREE_GIB must be in"):
         parse_assumed_gpu("NVIDIA A10,8.6,24,30")
+
+
+def fake_torch(root, version_py: str):
+    """A torch package whose import fails: reading its CUDA version must not import it."""
+    package = root / "torch"
+    package.mkdir()
+    (package / "__init__.py").write_text("raise ImportError('torch was imported')\n")
+    (package / "version.py").write_text(version_py)
+    return root
+
+
+def test_a_cuda_builds_torch_cuda_version_is_read_without_importing_torch(tmp_path, monkeypatch):
+    """The launcher plans before the web server listens; importing torch there cost 2 s on the H200 host."""
+    import importlib.metadata
+    import sys
+
+    from app.hardware import detect_vllm_build
+
+    fake_torch(tmp_path, "__version__ = '2.11.0+cu130'\ncuda: Optional[str] = '13.0'\nhip = None\n")
+    monkeypatch.setattr(sys, "path", [str(tmp_path), *sys.path])
+
+    def version(dist):
+        if dist == "vllm":
+            return "0.26.0"
+        raise importlib.metadata.PackageNotFoundError(dist)
+
+    monkeypatch.setattr(importlib.metadata, "version", version)
+    torch_loaded_before = "torch" in sys.modules  # another test may have built a model with the real torch
+    build = detect_vllm_build()
+    # Importing torch would have raised (the fake) or given the real CPU torch's None
+    assert (build.device, build.version, build.torch_cuda) == ("cuda", "0.26.0", "13.0")
+    assert ("torch" in sys.modules) == torch_loaded_before
+
+
+@pytest.mark.parametrize("version_py", ["cuda = None\n", "cuda: Optional[str] = None\n", "this is not python(\n", ""])
+def test_a_torch_without_a_cuda_version_reads_as_none(tmp_path, version_py):
+    from app.hardware import torch_cuda_version
+
+    assert torch_cuda_version([str(fake_torch(tmp_path, version_py))]) is None
+    assert torch_cuda_version([str(tmp_path / "nowhere")]) is None
