@@ -105,6 +105,7 @@ def split_variant(name: str) -> tuple[str, dict]:
 
 async def measure(name, model_dir, gpus, build, shape, vocab, args):
     profile, extra = split_variant(name)
+    # One engine per profile (quick-start off): the starting engine's figures are bench/start_bench.py's.
     settings = EngineSettings(profile=profile if profile != "auto-64" else "auto", quick_start="off",
                               **({"max_concurrent_chats": 64} if profile == "auto-64" else {}))
     plan = plan_engine(settings, gpus, build, shape)
