@@ -64,6 +64,19 @@ def print_plan(plan: EnginePlan, as_json: bool) -> None:
         print(f"warning: {line}")
 
 
+def print_plan_to_stdout(plan: EnginePlan, as_json: bool) -> int:
+    """Print the plan; `--print-config | head` (the reader leaves early) ends quietly with exit 1."""
+    try:
+        print_plan(plan, as_json)
+        sys.stdout.flush()  # into a pipe the plan sits in Python's buffer: a closed pipe shows only here
+    except BrokenPipeError:
+        # Nothing more to say; stdout goes to /dev/null so that Python's own flush at exit does not print a
+        # second complaint (the recipe in Python's signal docs).
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
+    return 0
+
+
 def ensure_port_free(host: str, port: int) -> None:
     with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -115,16 +128,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             return run_transfer_command(command)
         plan = make_plan(command)
         if command.action == "print-config":
-            print_plan(plan, command.as_json)
-            return 0
+            return print_plan_to_stdout(plan, command.as_json)
         return serve(command.settings, plan)
     except ErnieChatError as err:
         print(f"error: {err}", file=sys.stderr)
         return err.exit_code
     except KeyboardInterrupt:
         return 130
-    except BrokenPipeError:
-        # `--print-config | head`: the reader left. Nothing more to say; stdout goes to /dev/null so that
-        # Python's own flush at exit does not print a second complaint (the recipe in Python's signal docs).
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 1

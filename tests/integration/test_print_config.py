@@ -1,5 +1,6 @@
 """`python launch.py --print-config --json` as a user runs it: the plan, the tutorial's lines, the docs' tables."""
 import json
+import os
 import re
 import subprocess
 import sys
@@ -100,11 +101,13 @@ def test_the_docs_card_tables_are_what_print_config_says():
         assert marked(name, table) in DOCS[name].read_text(), stale
 
 
-def test_a_reader_that_leaves_early_gets_no_traceback():
-    """`python launch.py --print-config | head -1`: the pipe is closed before the plan is written."""
-    proc = subprocess.Popen([sys.executable, "launch.py", "--print-config", "--assume-gpu", "NVIDIA A10,8.6,24"],
-                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+@pytest.mark.parametrize("flags", [[], ["--json"]])
+def test_a_reader_that_leaves_early_gets_no_traceback(flags):
+    """`python launch.py --print-config | head -1`: the pipe is closed before the plan is written. Without
+    PYTHONUNBUFFERED, as in a user's shell: the plan then sits in Python's buffer until it is flushed."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+    proc = subprocess.Popen([sys.executable, "launch.py", "--print-config", "--assume-gpu", "NVIDIA A10,8.6,24",
+                             *flags], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     proc.stdout.close()  # the reader is gone before the first line
     _, err = proc.communicate(timeout=120)
-    assert proc.returncode == 1
-    assert err.decode() == ""
+    assert (proc.returncode, err.decode()) == (1, "")
