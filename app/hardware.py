@@ -8,6 +8,7 @@ from __future__ import annotations
 import ast
 import importlib.machinery
 import importlib.metadata
+import importlib.util
 import os
 import re
 from collections.abc import Mapping, Sequence
@@ -87,18 +88,26 @@ def torch_cuda_version(search_path: Optional[Sequence[str]] = None) -> Optional[
     torch writes that file at build time, e.g. ``cuda: Optional[str] = '13.0'``; None when torch is missing,
     is a CPU build, or the file says something else.
     """
-    spec = importlib.machinery.PathFinder.find_spec("torch", search_path)  # finds; does not import
+    try:  # both find without importing; find_spec also asks meta-path finders (editable installs)
+        spec = importlib.util.find_spec("torch") if search_path is None else \
+            importlib.machinery.PathFinder.find_spec("torch", search_path)
+    except (ImportError, ValueError):
+        return None
     if spec is None or not spec.submodule_search_locations:
         return None
     version_file = Path(list(spec.submodule_search_locations)[0]) / "version.py"
     try:
-        tree = ast.parse(version_file.read_text(encoding="utf-8"))
+        tree = ast.parse(version_file.read_bytes())  # bytes: ast honours a BOM and a coding line
     except (OSError, SyntaxError, ValueError):
         return None
     for node in tree.body:
-        target = node.target if isinstance(node, ast.AnnAssign) else \
-            node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1 else None
-        if isinstance(target, ast.Name) and target.id == "cuda" and isinstance(node.value, ast.Constant):
+        if isinstance(node, ast.AnnAssign):
+            targets = [node.target]
+        elif isinstance(node, ast.Assign):
+            targets = node.targets
+        else:
+            continue
+        if any(isinstance(t, ast.Name) and t.id == "cuda" for t in targets) and isinstance(node.value, ast.Constant):
             return node.value.value if isinstance(node.value.value, str) else None
     return None
 

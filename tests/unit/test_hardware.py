@@ -57,16 +57,29 @@ def test_a_cuda_builds_torch_cuda_version_is_read_without_importing_torch(tmp_pa
         raise importlib.metadata.PackageNotFoundError(dist)
 
     monkeypatch.setattr(importlib.metadata, "version", version)
-    torch_loaded_before = "torch" in sys.modules  # another test may have built a model with the real torch
+    # Another test may have built a model with the real torch; here it is not loaded (restored afterwards)
+    monkeypatch.delitem(sys.modules, "torch", raising=False)
     build = detect_vllm_build()
-    # Importing torch would have raised (the fake) or given the real CPU torch's None
     assert (build.device, build.version, build.torch_cuda) == ("cuda", "0.26.0", "13.0")
-    assert ("torch" in sys.modules) == torch_loaded_before
+    assert "torch" not in sys.modules  # importing the fake would have raised
 
 
-@pytest.mark.parametrize("version_py", ["cuda = None\n", "cuda: Optional[str] = None\n", "this is not python(\n", ""])
-def test_a_torch_without_a_cuda_version_reads_as_none(tmp_path, version_py):
+@pytest.mark.parametrize(("version_py", "expected"), [
+    ("cuda: Optional[str] = '12.8'\n", "12.8"),
+    ("__version__ = '2.5.1+cu121'\ncuda = '12.1'\n", "12.1"),
+    ("\ufeffcuda = '12.4'\n", "12.4"),  # a BOM
+    ("cuda = None\n", None),
+    ("cuda: Optional[str] = None\n", None),
+    ("this is not python(\n", None),
+    ("", None),
+])
+def test_torch_cuda_version_reads_the_version_file(tmp_path, version_py, expected):
     from app.hardware import torch_cuda_version
 
-    assert torch_cuda_version([str(fake_torch(tmp_path, version_py))]) is None
+    assert torch_cuda_version([str(fake_torch(tmp_path, version_py))]) == expected
+
+
+def test_no_torch_reads_as_none(tmp_path):
+    from app.hardware import torch_cuda_version
+
     assert torch_cuda_version([str(tmp_path / "nowhere")]) is None
