@@ -10,6 +10,7 @@ import logging
 import os
 import socket
 import sys
+import time
 from collections.abc import Sequence
 from typing import Optional
 
@@ -97,10 +98,22 @@ def ensure_safe_exposure(settings: AppSettings) -> None:
 
 
 def launched_at() -> float:
-    """When this process started: the moment the user pressed Enter, which every "ready in N s" counts from."""
-    import psutil
+    """When this process started: the moment the user pressed Enter, which every "ready in N s" counts from.
 
-    return psutil.Process().create_time()
+    On Linux from the process's age (now minus its start in seconds since boot, 10 ms ticks): psutil's
+    create_time adds that start to the boot time, which Linux gives in whole seconds, so it read up to 1 s
+    early (the log said the web server started at 2.3 s when it answered at 1.9 s).
+    """
+    try:
+        with open("/proc/self/stat") as stat, open("/proc/uptime") as uptime:
+            # the fields after the command name, which is in parentheses and may hold spaces; starttime is 22nd
+            start_ticks = int(stat.read().rsplit(")", 1)[1].split()[19])
+            seconds_since_boot = float(uptime.read().split()[0])
+        return time.time() - (seconds_since_boot - start_ticks / os.sysconf("SC_CLK_TCK"))
+    except (OSError, ValueError, IndexError):  # not Linux
+        import psutil
+
+        return psutil.Process().create_time()
 
 
 def serve(settings: AppSettings, plan: EnginePlan) -> int:

@@ -293,6 +293,13 @@ def open_in_chromium(url: str, thread_id: str, marker: str, runs: int) -> list[d
     return results
 
 
+def positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be 1 or more seconds, not {value}")
+    return value
+
+
 def chainlit_root_with_session_timeout(tmp: Path, seconds: int) -> Path:
     """A copy of the project's Chainlit files (.chainlit/, chainlit*.md) with session_timeout = SECONDS."""
     root = tmp / "chainlit-root"
@@ -307,19 +314,21 @@ def chainlit_root_with_session_timeout(tmp: Path, seconds: int) -> Path:
     return root
 
 
-def heap_table(folder: Path) -> str:
-    """One block per process: its samples at start, every 10 minutes and at the end (MiB; counts)."""
+def heap_table(folder: Path, every: float) -> str:
+    """One block per process: its first sample, one near every 10 minutes from launch, and its last."""
     lines = []
     for path in sorted(folder.glob("*.jsonl")):
         samples = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
         if not samples:
             continue
-        shown = [s for i, s in enumerate(samples) if i == 0 or i == len(samples) - 1 or s["t"] % 600 < 60]
-        lines += [f"\n{path.stem}\n", "| t (min) | RSS MiB | malloc in use MiB | malloc free MiB | Python blocks | "
-                  "gc objects | sessions | chat contexts |", "|---|---|---|---|---|---|---|---|"]
+        shown = [s for i, s in enumerate(samples) if i in (0, len(samples) - 1) or s["t"] % 600 < every]
+        mib = lambda s, key: f"{s[key] / MIB:.1f}" if key in s else "-"  # noqa: E731
+        lines += [f"\n{path.stem} (t: minutes from launch)\n",
+                  "| t (min) | RSS MiB | malloc in use MiB | malloc free MiB | Python blocks | gc objects | sessions "
+                  "| chat contexts |", "|---|---|---|---|---|---|---|---|"]
         for s in shown:
-            lines.append(f"| {s['t'] / 60:.0f} | {s['rss'] / MIB:.1f} | {s['malloc_in_use'] / MIB:.1f} | "
-                         f"{s['malloc_free'] / MIB:.1f} | {s['py_blocks']:,} | {s['gc_objects']:,} | "
+            lines.append(f"| {s['t'] / 60:.0f} | {mib(s, 'rss')} | {mib(s, 'malloc_in_use')} | "
+                         f"{mib(s, 'malloc_free')} | {s['py_blocks']:,} | {s['gc_objects']:,} | "
                          f"{s.get('sessions', '-')} | {s.get('chat_contexts', '-')} |")
     return "\n".join(lines)
 
@@ -336,8 +345,8 @@ def main() -> int:
     parser.add_argument("--clear-session", action="store_true",
                         help="end each chat as the page's 'New chat' does (emit clear_session, then disconnect); "
                              "by default it just disconnects, as a closed tab, and Chainlit keeps the session "
-                             "for session_timeout (3600 s in .chainlit/config.toml) in case the tab comes back")
-    parser.add_argument("--session-timeout", type=int, metavar="SECONDS",
+                             "for session_timeout (600 s in .chainlit/config.toml) in case the tab comes back")
+    parser.add_argument("--session-timeout", type=positive_int, metavar="SECONDS",
                         help="Chainlit's session window for this run (the project's config says 600 s)")
     parser.add_argument("--heap-watch", action="store_true",
                         help="sample the heap inside the app and vLLM's processes (bench/heap_watch/)")
@@ -354,6 +363,7 @@ def main() -> int:
     if args.heap_watch:
         heap_dir.mkdir()
         env.update(ERNIE_CHAT_HEAP_WATCH=str(heap_dir), ERNIE_CHAT_HEAP_WATCH_EVERY=str(args.sample_every),
+                   ERNIE_CHAT_HEAP_WATCH_T0=str(time.time()),
                    PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT / "bench" / "heap_watch"),
                                                             os.environ.get("PYTHONPATH")])))
     started = time.time()
@@ -395,7 +405,7 @@ def main() -> int:
     print(f"| **median** | **{med(baseline):.2f}** | **{med(opens):.2f}** | | |")
     if args.heap_watch:
         print("\n## Heap inside each process (bench/heap_watch/)")
-        print(heap_table(heap_dir))
+        print(heap_table(heap_dir, args.sample_every))
     for err in stats["errors"][:10]:
         print("ERROR", err)
     failed = stats["chats_failed"] > 0 or stats["chats_ok"] == 0 or stored != 2 * args.pairs

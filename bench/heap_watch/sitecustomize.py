@@ -1,19 +1,22 @@
 """Heap samples from inside the app and vLLM's engine processes, for bench/history_load.py --heap-watch.
 
 Python imports ``sitecustomize`` at start-up from sys.path; history_load puts this folder first on PYTHONPATH
-and sets ERNIE_CHAT_HEAP_WATCH to a folder. Then the app (``launch.py``) and the processes vLLM spawns
-(``--multiprocessing-fork``: its engine core and CPU worker) each write one JSON line every
-ERNIE_CHAT_HEAP_WATCH_EVERY seconds (default 60) to ``<folder>/<process name>-<pid>.jsonl``:
+and sets ERNIE_CHAT_HEAP_WATCH to a folder. Then the app (``launch.py``) and the processes vLLM starts with
+the spawn method (``--multiprocessing-fork``: on a CPU its engine core and worker; processes it forks, as on a
+GPU, are not sampled) each write one JSON line every ERNIE_CHAT_HEAP_WATCH_EVERY seconds (default 60) to
+``<folder>/<role>-<pid>.jsonl`` (role: ``app``, or the name vLLM gives the process, e.g. ``VLLM__Worker``),
+with ``t``, seconds since ERNIE_CHAT_HEAP_WATCH_T0 (the launch, one clock for all processes):
 
 - rss: resident memory, what the soak's table shows;
 - py_blocks: Python's own allocated object blocks (``sys.getallocatedblocks``), gc_objects: objects the
   collector tracks; both grow when Python objects are kept (a leak in Python code);
-- malloc_in_use / malloc_free / malloc_arena: glibc's ``mallinfo2`` (all arenas), to tell memory in use from
-  freed memory the allocator keeps;
+- malloc_in_use / malloc_free / malloc_arena: glibc's ``mallinfo2`` (all arenas; glibc >= 2.33, else left out),
+  to tell memory in use from freed memory the allocator keeps (Python's own object arenas are mmap'd, not here);
 - sessions / chat_contexts (the app only): Chainlit's live sessions and the chats' message lists it holds.
 
 Nothing here is imported by the app itself; tracemalloc is not used (tracing every allocation made the app too
-slow to answer within a minute of starting).
+slow to answer within a minute of starting). ``gc.get_objects()`` lists ~1 million objects under the GIL once a
+sample (tens of milliseconds): acceptable once a minute, for a benchmark.
 """
 import json
 import os
@@ -29,11 +32,12 @@ _IS_ENGINE = "--multiprocessing-fork" in sys.argv
 def _sample(mallinfo) -> dict:
     import gc
 
-    info = mallinfo()
     with open("/proc/self/statm") as statm:
         rss = int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-    row = {"rss": rss, "py_blocks": sys.getallocatedblocks(), "gc_objects": len(gc.get_objects()),
-           "malloc_in_use": info.uordblks + info.hblkhd, "malloc_free": info.fordblks, "malloc_arena": info.arena}
+    row = {"rss": rss, "py_blocks": sys.getallocatedblocks(), "gc_objects": len(gc.get_objects())}
+    if mallinfo is not None:
+        info = mallinfo()
+        row.update(malloc_in_use=info.uordblks + info.hblkhd, malloc_free=info.fordblks, malloc_arena=info.arena)
     if _IS_APP and "chainlit.session" in sys.modules:
         from chainlit.chat_context import chat_contexts
         from chainlit.session import ws_sessions_id
@@ -42,24 +46,35 @@ def _sample(mallinfo) -> dict:
     return row
 
 
-def _watch(folder: str, every: float) -> None:
+def _mallinfo():
+    """glibc's mallinfo2 (2.33+), or None."""
     import ctypes
 
     class MallInfo2(ctypes.Structure):
         _fields_ = [(name, ctypes.c_size_t) for name in ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks",
                                                           "fsmblks", "uordblks", "fordblks", "keepcost")]
 
-    libc = ctypes.CDLL("libc.so.6")
-    libc.mallinfo2.restype = MallInfo2
+    try:
+        function = ctypes.CDLL("libc.so.6").mallinfo2
+    except (OSError, AttributeError):
+        return None
+    function.restype = MallInfo2
+    return function
+
+
+def _watch(folder: str, every: float, t0: float) -> None:
+    mallinfo = _mallinfo()
+    time.sleep(every)
+    # vLLM names its processes after they start (VLLM::EngineCore): read the name at the first sample
     with open("/proc/self/comm") as comm:
-        name = comm.read().strip().replace("/", "_").replace(":", "_")
-    started = time.time()
-    with open(os.path.join(folder, f"{name}-{os.getpid()}.jsonl"), "a", buffering=1) as out:
+        role = "app" if _IS_APP else comm.read().strip().replace("/", "_").replace(":", "_")
+    with open(os.path.join(folder, f"{role}-{os.getpid()}.jsonl"), "a", buffering=1) as out:
         while True:
+            out.write(json.dumps({"t": round(time.time() - t0), **_sample(mallinfo)}) + "\n")
             time.sleep(every)
-            out.write(json.dumps({"t": round(time.time() - started), **_sample(libc.mallinfo2)}) + "\n")
 
 
 if _FOLDER and (_IS_APP or _IS_ENGINE):
-    threading.Thread(target=_watch, args=(_FOLDER, float(os.environ.get("ERNIE_CHAT_HEAP_WATCH_EVERY", "60"))),
+    threading.Thread(target=_watch, args=(_FOLDER, float(os.environ.get("ERNIE_CHAT_HEAP_WATCH_EVERY", "60")),
+                                          float(os.environ.get("ERNIE_CHAT_HEAP_WATCH_T0", time.time()))),
                      name="heap-watch", daemon=True).start()
