@@ -191,8 +191,8 @@ def step_times(run: dict[str, Any]) -> dict[int, float]:
 
 
 def phase_cell(run: dict[str, Any]) -> str:
-    """'weights 0.35, 0.5 · compile 12.3 · graphs 3 · init 5.12, 2.05': every engine's value, in log order (the
-    starting engine has no compile or graph phase)."""
+    """'weights 0.5, 0.35 · compile 12.3 · graphs 3 · init 2.05, 5.12': every engine's value in log order, i.e.
+    in the order the engines reached that phase (the starting engine has no compile or graph phase)."""
     phases = run.get("vllm_phases") or {}
     parts = [f"{name} {', '.join(f'{v:g}' for v in phases[key])}"
              for key, name in (("weights", "weights"), ("compile", "compile"), ("graphs", "graphs"),
