@@ -83,7 +83,7 @@ def detect_vllm_build() -> VllmBuild:
 
 def torch_cuda_version(search_path: Optional[Sequence[str]] = None) -> Optional[str]:
     """The CUDA version torch was built for (``torch.version.cuda``), read from torch/version.py without
-    importing torch: that import took 2 s on the H200 host, all of it before the web server listened.
+    importing torch: that import took 1.9 s on the H200 host, all of it before the web server listened.
 
     torch writes that file at build time, e.g. ``cuda: Optional[str] = '13.0'``; None when torch is missing,
     is a CPU build, or the file says something else.
