@@ -31,6 +31,7 @@ from app.hardware import detect_vllm_build, gpu_memory_used, probe_gpus
 from app.profiles import ModelShape, plan_engine
 from app.settings import EngineSettings
 from app.telemetry import AppMetrics
+from app.tutorial_lines import TUTORIAL_LINES
 from app.vllm_engine import create_vllm_engine
 
 REAL_CONFIG = Path(__file__).resolve().parent.parent / "tests" / "data" / "ernie-4.5-0.3b" / "config.json"
@@ -90,17 +91,34 @@ async def one_stream(host, vocab, max_tokens, seed):
     return {"ttft": first - start, "tokens": tokens, "decode_tps": (tokens - 1) / (end - first), "seconds": end - start}
 
 
+BENCH_PROFILES = ("auto", "auto-64", "cpu", *TUTORIAL_LINES)
+
+
 def split_variant(name: str) -> tuple[str, dict]:
     """'auto+async_scheduling=false+stream_interval=8' -> ('auto', {'async_scheduling': False,
-    'stream_interval': 8})."""
+    'stream_interval': 8}). Raises argparse.ArgumentTypeError (one line) for anything else."""
     base, *settings = name.split("+")
+    if base not in BENCH_PROFILES:
+        raise argparse.ArgumentTypeError(f"'{base}' is not a profile; allowed: {', '.join(BENCH_PROFILES)}")
     extra = {}
     for setting in settings:
         key, sep, value = setting.partition("=")
-        if not sep:
-            raise SystemExit(f"--profiles: '{setting}' in '{name}' is not ARG=VALUE (e.g. auto+stream_interval=8)")
-        extra[key] = json.loads(value)
+        try:
+            if not (key and sep):
+                raise ValueError
+            extra[key] = json.loads(value)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"'{setting}' in '{name}' is not ARG=JSON_VALUE (e.g. auto+stream_interval=8)") from None
     return base, extra
+
+
+def profile_list(text: str) -> list[str]:
+    """--profiles, every variant checked before any engine starts."""
+    names = [name for name in text.split(",") if name]
+    for name in names:
+        split_variant(name)
+    return names
 
 
 async def measure(name, model_dir, gpus, build, shape, vocab, args):
@@ -169,9 +187,8 @@ async def main_async(args):
     print(json.dumps(meta), flush=True)
     if out:
         out.write(json.dumps({"meta": meta}) + "\n")
-    profiles = args.profiles.split(",")
     for rnd in range(args.rounds):
-        for profile in profiles:
+        for profile in args.profiles:
             if rnd > 0 and profile in args.once.split(","):
                 continue
             cache_warm = compile_cache_present()
@@ -215,7 +232,8 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model")
     parser.add_argument("--build-model")
-    parser.add_argument("--profiles", default="auto,tutorial-a100,tutorial-a100-eager,tutorial-a10,tutorial-v100")
+    parser.add_argument("--profiles", type=profile_list,
+                        default="auto,tutorial-a100,tutorial-a100-eager,tutorial-a10,tutorial-v100")
     parser.add_argument("--once", default="", help="profiles to run in the first round only")
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--repeats", type=int, default=3, help="single-stream answers per profile")
