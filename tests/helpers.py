@@ -180,3 +180,16 @@ def metric_value(text: str, name: str) -> float:
     if not found:
         raise KeyError(name)
     return total
+
+
+def status_panel_text(page, *words: str, timeout_ms: int = 15000) -> str:
+    """The status panel's text once it holds every one of `words`.
+
+    The panel is a side element whose text the page fetches anew when it redraws (a new state, the move to
+    the chat's own address): read right after one word shows, it can be empty for a moment.
+    """
+    page.wait_for_function(
+        """words => { const el = document.querySelector('#side-view-content');
+                     return !!el && words.every(w => el.innerText.includes(w)); }""",
+        arg=list(words), timeout=timeout_ms)
+    return page.inner_text("#side-view-content")

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from tests.helpers import running_app
+from tests.helpers import running_app, status_panel_text
 
 pytestmark = pytest.mark.timeout(600)
 CAPITAL = "What is the capital of France?"
@@ -116,8 +116,7 @@ def test_markdown_list_and_code_block_with_the_status_panel(open_page, shots_dir
     ask(page, CODE_QUESTION, 2)
     code = page.locator('[data-step-type="assistant_message"] pre').first
     assert "def reverse_string" in code.inner_text()
-    panel = page.inner_text("#side-view-content")
-    assert "Engine:" in panel and "ready" in panel
+    status_panel_text(page, "Engine:", "ready")
     # The chat scrolled the newest question to the top; scroll back so the picture shows both answers.
     page.evaluate("""() => { for (const el of document.querySelectorAll('*')) {
         const y = getComputedStyle(el).overflowY;
@@ -148,8 +147,7 @@ def test_math_renders_with_katex_from_the_app(open_page, real_app, shots_dir):
 def test_chinese_ui(open_page, shots_dir):
     page = open_page(locale="zh-CN")
     assert "输入" in (page.get_attribute("#chat-input", "placeholder") or "")
-    panel = page.inner_text("#side-view-content")
-    assert "引擎" in panel and "ready" in panel
+    status_panel_text(page, "引擎", "ready")
     assert "Paris" in ask(page, CAPITAL, 1)
     page.screenshot(path=str(shots_dir / "real-zh.png"))
 

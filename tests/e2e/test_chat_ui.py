@@ -5,7 +5,7 @@ import time
 import pytest
 from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 
-from tests.helpers import get, metric_value
+from tests.helpers import get, metric_value, status_panel_text
 
 pytestmark = pytest.mark.timeout(300)
 QUANTUM = "请用三句话解释量子纠缠，要求通俗易懂"
@@ -141,16 +141,13 @@ def test_chinese_ui(page_for, shots_dir):
     page.locator("#starters button").first.click()
     wait_stats(page, 1, STATS_ZH)
     # The panel's text is fetched anew when the page moves to the chat's own address after the first answer.
-    page.locator("#side-view-content").get_by_text("ready").wait_for(timeout=15000)
-    panel = page.inner_text("#side-view-content")
-    assert "引擎" in panel and "ready" in panel and "显卡" in panel
+    status_panel_text(page, "引擎", "ready", "显卡")
     page.screenshot(path=str(shots_dir / "zh-answer.png"))
 
 
 def test_english_ui_status_panel(page_for):
     page = page_for()
-    panel = page.inner_text("#side-view-content")
-    assert "Card:" in panel and "Profile:" in panel and "Engine:" in panel and "ready" in panel
+    status_panel_text(page, "Card:", "Profile:", "Engine:", "ready")
     assert "Type your message" in (page.get_attribute("#chat-input", "placeholder") or "")
 
 

@@ -9,7 +9,7 @@ import sys
 import psutil
 import pytest
 
-from tests.helpers import CHROMIUM_ARGS, ROOT, LaunchedApp, free_port, get, metric_value
+from tests.helpers import CHROMIUM_ARGS, ROOT, LaunchedApp, free_port, get, metric_value, status_panel_text
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -35,9 +35,7 @@ def test_lifecycle_loading_ready_check_metrics_and_clean_exit(tiny_model_dir, tm
             page = browser.new_page()
             page.goto(app.url + "/")
             page.wait_for_selector("#chat-input", timeout=30000)
-            page.get_by_text("Engine:").wait_for(timeout=15000)
-            panel = page.inner_text("#side-view-content")
-            assert "loading" in panel and " of 4 · " in panel, panel  # "▰▰▱▱ step 2 of 4 · 3 s"
+            status_panel_text(page, "Engine:", "loading", " of 4 · ")  # "▰▰▱▱ step 2 of 4 · 3 s"
             ready_after = app.wait_ready()
             page.get_by_text("ready in").wait_for(timeout=15000)  # the panel redraws by itself
             browser.close()
