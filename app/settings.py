@@ -160,12 +160,15 @@ class ModelSettings(BaseSettings):
         return value
 
 
+PROFILES = ("auto", "cpu", *TUTORIAL_LINES)  # --profile's allowed values
+
+
 class EngineSettings(BaseSettings):
     """The card profile and vLLM engine overrides (vLLM's own names; unset = the profile decides)."""
 
     model_config = _config()
 
-    profile: Literal[("auto", "cpu", *TUTORIAL_LINES)] = Field(
+    profile: Literal[PROFILES] = Field(
         "auto", description="Engine profile: auto (chosen for the detected card), cpu, or one of the tutorial's "
         "command lines, flag for flag, for comparison: tutorial-a10, tutorial-a10-lean (its A10 tip), "
         "tutorial-a100 (as printed: CUDA graphs on), tutorial-a100-eager (graphs off, as its text says), "

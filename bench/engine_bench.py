@@ -29,9 +29,8 @@ from pathlib import Path
 from app.engine import EngineHost
 from app.hardware import detect_vllm_build, gpu_memory_used, probe_gpus
 from app.profiles import ModelShape, plan_engine
-from app.settings import EngineSettings
+from app.settings import PROFILES, EngineSettings
 from app.telemetry import AppMetrics
-from app.tutorial_lines import TUTORIAL_LINES
 from app.vllm_engine import create_vllm_engine
 
 REAL_CONFIG = Path(__file__).resolve().parent.parent / "tests" / "data" / "ernie-4.5-0.3b" / "config.json"
@@ -91,7 +90,7 @@ async def one_stream(host, vocab, max_tokens, seed):
     return {"ttft": first - start, "tokens": tokens, "decode_tps": (tokens - 1) / (end - first), "seconds": end - start}
 
 
-BENCH_PROFILES = ("auto", "auto-64", "cpu", *TUTORIAL_LINES)
+BENCH_PROFILES = (*PROFILES, "auto-64")  # auto-64: auto with 64 chats at once
 
 
 def split_variant(name: str) -> tuple[str, dict]:
