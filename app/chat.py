@@ -35,7 +35,7 @@ from app.conversation import (
 )
 from app.engine import START_STEPS, EngineState, EngineStatus, Speed
 from app.errors import EngineUnavailable, PromptTooLongError, RequestRefused
-from app.i18n import STARTERS, t
+from app.i18n import STARTERS, starting_engine_cost, t
 from app.login_guard import new_login_id
 from app.markdown_guard import limit_nesting
 from app.runtime import Runtime, current_runtime
@@ -80,8 +80,9 @@ def status_markdown(rt: Runtime, language: str) -> str:
     if status.speed is not None:
         seconds = status.full_speed_seconds if status.full_speed_seconds is not None else (
             time.time() - status.start_began_at)
-        lines.append(f"**{t(language, 'panel_speed')}:** "
-                     f"{t(language, 'speed_' + status.speed.value, seconds=seconds)}")
+        speed = t(language, "speed_" + status.speed.value, seconds=seconds, reason=status.speed_reason,
+                  cost=starting_engine_cost(language, rt.plan.device))
+        lines.append(f"**{t(language, 'panel_speed')}:** {speed}")
     if status.restarts:
         lines.append(f"**{t(language, 'panel_restarts')}:** {status.restarts}")
     download = _download_links(rt, language)

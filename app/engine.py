@@ -29,6 +29,7 @@ from typing import Any, Optional
 
 from app.engine_protocol import Delta, Engine, EngineFactory
 from app.errors import EngineDied, EngineStartError, EngineUnavailable, ErnieChatError, one_line
+from app.i18n import starting_engine_cost
 from app.profiles import EnginePlan, with_smaller_kv
 from app.queueing import FairGate, PositionCallback
 from app.telemetry import FILE_ONLY, AppMetrics, LogTail
@@ -77,6 +78,7 @@ class EngineStatus:
     start_began_at: float = field(default_factory=time.time)  # the launch, or the restart's beginning
     speed: Optional[Speed] = None  # None: one engine, no switch planned
     full_speed_seconds: Optional[float] = None  # launch -> the full-speed engine took over
+    speed_reason: str = ""  # with STARTING_ONLY: why the full-speed engine did not start
 
     @property
     def starting(self) -> bool:
@@ -88,6 +90,8 @@ class EngineStatus:
                "ready_seconds": self.ready_seconds, "last_error": self.last_error}
         if self.speed is not None:
             out.update(speed=self.speed.value, full_speed_seconds=self.full_speed_seconds)
+        if self.speed is Speed.STARTING_ONLY:
+            out["speed_reason"] = self.speed_reason
         if self.starting:
             out.update(step=int(self.step), steps=START_STEPS,
                        starting_seconds=round(time.time() - self.start_began_at, 1))
@@ -361,16 +365,14 @@ class EngineHost:
         """Build the full-speed engine beside the starting one; when both are up, new requests go to the full
         one, the answers in flight finish on the starting engine, and that one is shut down after its last."""
         log.info("building the full-speed engine beside the starting one")
+        mark = self._log_tail.mark() if self._log_tail else 0
         try:
             slot = await self._build(self.plan, "vllm-engine-loop-full")
         except asyncio.CancelledError:
             raise
         except Exception as err:
-            self.status.speed = Speed.STARTING_ONLY
-            self.status.last_error = one_line(err)
-            log.error("the full-speed engine did not start (%s); the starting engine keeps answering",
-                      self.status.last_error)
-            self._notify()
+            log.exception("the full-speed engine did not start", extra=FILE_ONLY)
+            await self._keep_starting_engine(await self._root_cause(mark) or one_line(err))
             return
         try:
             assert self._ready_event is not None
@@ -385,6 +387,15 @@ class EngineHost:
         self._notify()
         if old is not None:
             await self._retire(old)
+
+    async def _keep_starting_engine(self, reason: str) -> None:
+        """The full-speed engine failed: answers stay on the eager engine, and everyone is told so and why."""
+        self.status.speed, self.status.speed_reason = Speed.STARTING_ONLY, reason
+        self.status.last_error = reason
+        self.metrics.full_speed_failures.inc()
+        log.error("answering with the starting engine (eager%s): %s; see the log",
+                  starting_engine_cost("en", self.plan.device), reason)
+        self._notify()
 
     async def _retire(self, slot: EngineSlot) -> None:
         """Let a replaced engine finish the answers it is streaming, then shut it down."""

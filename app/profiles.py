@@ -82,6 +82,7 @@ class EnginePlan:
     env_defaults: dict[str, str] = field(default_factory=dict)  # set unless the user set them already
     planned_bytes: int = 0  # device memory the plan expects the engine to take
     user_set: frozenset[str] = frozenset()  # engine arguments the user gave; a retry never changes these
+    kv_bytes_per_token: int = 0  # KV cache per token of context (model and KV dtype); 0 where unknown
     # The eager engine that answers while this one is built (--quick-start); None: this one starts alone.
     starter: Optional[EnginePlan] = None
 
@@ -210,7 +211,7 @@ def _plan_cpu(settings: EngineSettings, shape: ModelShape, cpu: CpuFacts) -> Eng
         context = min(8192, shape.max_position_embeddings)
         why["max_model_len"] = f"{context} tokens: prompt processing on a CPU is slow, longer chats wait long"
     args["max_model_len"] = context
-    seqs = _concurrency(settings, mine)
+    seqs = _concurrency(settings, mine, graphs=False)
     args["max_num_seqs"] = seqs.value
     why["max_num_seqs"] = (seqs.reason if "max_num_seqs" in mine else
                            "= --max-concurrent-chats: the app never runs more at once")
@@ -310,7 +311,7 @@ def _plan_gpu(settings: EngineSettings, gpus: Sequence[GpuInfo], build: VllmBuil
     dtype = _dtype(settings, gpu, mine)
     eager = _cuda_graphs(settings, mine)
     kv_dtype = _kv_dtype(settings, gpu)
-    seqs = _concurrency(settings, mine)
+    seqs = _concurrency(settings, mine, graphs=not eager.value)
     kv_per_token = shape.kv_bytes_per_token(_dtype_bytes(kv_dtype.value))
     fixed = _fixed_bytes(shape, eager.value)
     context, kv = _kv_budget_and_context(settings, gpu, shape, fixed, kv_per_token, mine)
@@ -329,7 +330,8 @@ def _plan_gpu(settings: EngineSettings, gpus: Sequence[GpuInfo], build: VllmBuil
     why["gpu_memory_utilization"] = share.reason
     warnings = card.warnings + kv_dtype.warnings + share.warnings
     plan = EnginePlan(profile="auto", device="cuda", gpu=gpu, engine_args=args, reasons=why,
-                      warnings=warnings, env=card.value, planned_bytes=planned, user_set=mine)
+                      warnings=warnings, env=card.value, planned_bytes=planned, user_set=mine,
+                      kv_bytes_per_token=kv_per_token)
     starter = _gpu_starter(settings, plan, shape)
     why["quick_start"] = starter.reason
     return replace(plan, starter=starter.value)
@@ -405,12 +407,31 @@ def _kv_dtype(settings: EngineSettings, gpu: GpuInfo) -> Choice:
                    "using the model dtype",))
 
 
-def _concurrency(settings: EngineSettings, mine: frozenset[str]) -> Choice:
+# engine_bench on an H200 (docs/benchmarks.md), aggregate decode of 12 concurrent chats
+GRAPH_BATCH_MEASURED = "12 chats on an H200: 2,061-2,675 tok/s at max_num_seqs 12, 5,979-6,416 at 16"
+
+
+def decode_graph_batch(chats: int) -> int:
+    """The smallest batch vLLM captures a CUDA graph for that holds ``chats`` decodes: 1, 2, 4, then steps of 8
+    up to 256, then steps of 16 (vLLM's default capture sizes, 0.26-0.29)."""
+    if chats <= 4:
+        return 1 if chats <= 1 else 2 if chats == 2 else 4
+    step = 8 if chats <= 256 else 16
+    return -(-chats // step) * step
+
+
+def _concurrency(settings: EngineSettings, mine: frozenset[str], graphs: bool) -> Choice:
     if "max_num_seqs" in mine:
         return Choice(settings.max_num_seqs, SET_BY_YOU)
-    seqs = settings.max_concurrent_chats
-    return Choice(seqs, f"{seqs} = --max-concurrent-chats: the app never sends more at once; fewer "
-                        "sequences also means fewer CUDA graphs to capture at start")
+    chats = settings.max_concurrent_chats
+    seqs = decode_graph_batch(chats) if graphs else chats
+    if seqs == chats:
+        return Choice(seqs, f"{seqs} = --max-concurrent-chats: the app never sends more at once")
+    # vLLM captures its full decode graphs only for batch sizes up to max_num_seqs: with 12, a batch of 9-12
+    # chats had no full graph to pad to (the next is 16) and ran on piecewise graphs at half the speed.
+    return Choice(seqs, f"{seqs}: --max-concurrent-chats ({chats}) rounded up to a batch size vLLM captures a full "
+                        f"CUDA graph for; it captures those only up to max_num_seqs, so at {chats} the decode of "
+                        f"{chats} chats fell back to piecewise graphs ({GRAPH_BATCH_MEASURED})")
 
 
 def _kv_budget_and_context(settings: EngineSettings, gpu: GpuInfo, shape: ModelShape, fixed: int,
@@ -542,7 +563,7 @@ def with_smaller_kv(plan: EnginePlan, factor: float = 0.5) -> Optional[EnginePla
     context = plan.engine_args.get("max_model_len", MIN_CONTEXT)
     if not kv or plan.device != "cuda":
         return None
-    per_token = max(1, kv // max(1, _kv_tokens(context, plan.engine_args.get("max_num_seqs", 1))))
+    per_token = plan.kv_bytes_per_token or max(1, kv // context)  # unknown: at most one full context's share
     smaller = int(kv * factor)
     new_context = context
     while new_context > MIN_CONTEXT and new_context * per_token > smaller:

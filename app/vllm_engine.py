@@ -1,7 +1,7 @@
 """The engine protocol over vLLM's AsyncLLM: the only module that touches vLLM's types.
 
 SamplingParams and RequestOutput are translated here, so EngineHost, the UI and /v1 stay free of vLLM
-(and import nothing heavy before the server listens). Works with vLLM 0.26 (the lent H200) to 0.29.
+(and import nothing heavy before the server listens). Works with vLLM 0.26 to 0.29.
 """
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from typing import Any, Optional
 
 from app.engine_protocol import Delta, EngineDied
 from app.errors import one_line
+from app.pickle_safe_modules import make_module_getattrs_pickle_safe
 from app.profiles import EnginePlan
 
 SERVED_MODEL_NAME = "ernie-chat"
@@ -76,6 +77,9 @@ def create_vllm_engine(model_path: str, plan: EnginePlan) -> VllmEngine:
     with _IMPORT_LOCK:  # --quick-start builds two engines at once: import vLLM from one thread, not two
         from vllm.engine.arg_utils import AsyncEngineArgs
         from vllm.v1.engine.async_llm import AsyncLLM
+        # On a GPU the engine core is forked from here, and torch.compile's cache key pickles there: every
+        # module loaded by now (Chainlit's too) must answer an unknown name with AttributeError.
+        make_module_getattrs_pickle_safe()
 
     # use_tqdm_on_load=False: the worker's own "Loading safetensors checkpoint shards" bar would be drawn over
     # the app's start-up bar on the terminal (step 3 of 4 covers it).

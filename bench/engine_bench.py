@@ -76,18 +76,40 @@ class PeakSampler:
 
 
 async def one_stream(host, vocab, max_tokens, seed):
+    """One answer through the app's queue (EngineHost.stream): TTFT counts the wait for a free slot too."""
     rng = random.Random(seed)
     prompt = [rng.randrange(10, vocab - 1) for _ in range(PROMPT_TOKENS)]
     sampling = {"max_tokens": max_tokens, "temperature": 0.0, "ignore_eos": True, "detokenize": False}
+    queued = False
+
+    async def on_queued(position):
+        nonlocal queued
+        queued = True
+
     start = time.perf_counter()
     first = None
     tokens = 0
-    async for delta in host.stream(prompt, sampling):
+    async for delta in host.stream(prompt, sampling, on_queued):
         if first is None and delta.new_tokens:
             first = time.perf_counter()
         tokens += delta.new_tokens
     end = time.perf_counter()
-    return {"ttft": first - start, "tokens": tokens, "decode_tps": (tokens - 1) / (end - first), "seconds": end - start}
+    return {"ttft": first - start, "tokens": tokens, "decode_tps": (tokens - 1) / (end - first),
+            "seconds": end - start, "queued": queued}
+
+
+async def chats_at_once(host, vocab, max_tokens, n) -> dict:
+    """n answers sent together: aggregate tok/s, and what each chat saw (its tok/s, its time to first token)."""
+    t0 = time.perf_counter()
+    results = await asyncio.gather(*(one_stream(host, vocab, max_tokens, 1000 + i) for i in range(n)))
+    wall = time.perf_counter() - t0
+    ttfts = sorted(r["ttft"] for r in results)
+    waited = [r["ttft"] for r in results if r["queued"]]
+    return {"agg_tps": round(sum(r["tokens"] for r in results) / wall, 1),
+            "chat_tps": round(statistics.median(r["decode_tps"] for r in results), 1),
+            "ttft_ms": round(statistics.median(ttfts) * 1000, 1),
+            "ttft_p95_ms": round(ttfts[max(0, int(0.95 * n + 0.5) - 1)] * 1000, 1),
+            "queued": len(waited), "queued_ttft_ms": round(statistics.median(waited) * 1000, 1) if waited else None}
 
 
 BENCH_PROFILES = (*PROFILES, "auto-64")  # auto-64: auto with 64 chats at once
@@ -148,11 +170,9 @@ async def measure(name, model_dir, gpus, build, shape, vocab, args):
         row["ttft_ms_all"] = [round(s["ttft"] * 1000, 1) for s in singles]
         row["decode_tps"] = round(statistics.median(s["decode_tps"] for s in singles), 1)
         row["decode_tps_all"] = [round(s["decode_tps"], 1) for s in singles]
-        for n in (12, 64):
-            t0 = time.perf_counter()
-            results = await asyncio.gather(*(one_stream(host, vocab, args.batch_tokens, 1000 + i) for i in range(n)))
-            wall = time.perf_counter() - t0
-            row[f"agg_tps_{n}"] = round(sum(r["tokens"] for r in results) / wall, 1)
+        for n in args.chats:
+            row[f"chats_{n}"] = await chats_at_once(host, vocab, args.batch_tokens, n)
+            row[f"agg_tps_{n}"] = row[f"chats_{n}"]["agg_tps"]
         row["mem_peak_gib"] = round(sampler.peak / 2**30, 2) if gpu else None
     await host.shutdown()
     return row
@@ -211,7 +231,8 @@ def markdown_table(paths) -> str:
                 rows.setdefault(row["profile"], []).append(row)
 
     def figures(items, key, fmt="{:,.0f}"):
-        return " / ".join("failed" if not r.get("ok") else fmt.format(r[key]) for r in items)
+        return " / ".join("failed" if not r.get("ok") else "-" if r.get(key) is None else fmt.format(r[key])
+                          for r in items)
 
     out = ["| profile | engine start s | GPU mem after load / peak GiB | TTFT ms (median of 3) | "
            "1-stream decode tok/s | 12 chats tok/s | 64 chats tok/s |", "|---|---|---|---|---|---|---|"]
@@ -227,6 +248,22 @@ def markdown_table(paths) -> str:
     return "\n".join(out)
 
 
+def sessions_table(paths) -> str:
+    """One line per profile and number of chats at once: what each chat saw, and the card's memory."""
+    out = ["| profile | chats at once | aggregate tok/s | per-chat tok/s (median) | TTFT ms median / p95 | "
+           "chats queued (their median TTFT ms) | GPU mem peak GiB |", "|---|---|---|---|---|---|---|"]
+    for path in paths:
+        for line in Path(path).read_text().splitlines():
+            row = json.loads(line)
+            memory = "RAM" if row.get("mem_peak_gib") is None else row["mem_peak_gib"]
+            for key in sorted((k for k in row if k.startswith("chats_")), key=lambda k: int(k.split("_")[1])):
+                c = row[key]
+                waited = "" if c["queued_ttft_ms"] is None else f" ({c['queued_ttft_ms']:,.0f})"
+                out.append(f"| {row['profile']} | {key.split('_')[1]} | {c['agg_tps']:,.0f} | {c['chat_tps']:,.0f} | "
+                           f"{c['ttft_ms']:,.0f} / {c['ttft_p95_ms']:,.0f} | {c['queued']}{waited} | {memory} |")
+    return "\n".join(out)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model")
@@ -238,12 +275,19 @@ def main():
     parser.add_argument("--repeats", type=int, default=3, help="single-stream answers per profile")
     parser.add_argument("--decode-tokens", type=int, default=256)
     parser.add_argument("--batch-tokens", type=int, default=128)
+    parser.add_argument("--chats", type=lambda text: [int(n) for n in text.split(",")], default=[12, 64],
+                        help="numbers of chats sent at once, each measured (default 12,64)")
+    parser.add_argument("--sessions-table", nargs="+", metavar="JSONL",
+                        help="print what each chat saw, per profile and number of chats at once")
     parser.add_argument("--start-timeout", type=float, default=240)
     parser.add_argument("--out")
     parser.add_argument("--table", nargs="+", metavar="JSONL", help="print the rows of these files as a table")
     args = parser.parse_args()
     if args.table:
         print(markdown_table(args.table))
+        return
+    if args.sessions_table:
+        print(sessions_table(args.sessions_table))
         return
     if args.build_model:
         build_real_shaped_model(args.build_model)

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 import httpx
+import psutil
 
 from tests.helpers import LaunchedApp, get
 
@@ -141,14 +142,17 @@ def log_lines(log_file: Path, limit: int = 80) -> list[str]:
     return lines[-limit:]
 
 
-def one_run(model: str, work: Path, quick: str, cold: bool, max_tokens: int, timeout: float) -> dict[str, Any]:
+def one_run(model: str, work: Path, quick: Optional[str], cold: bool, max_tokens: int,
+            timeout: float) -> dict[str, Any]:
+    """One launch; ``quick`` None launches with the default flags, as a user does."""
     cache = compile_cache()
     if cold:
         shutil.rmtree(cache, ignore_errors=True)
     work.mkdir(parents=True, exist_ok=True)
-    result: dict[str, Any] = {"quick_start": quick, "cache": "cold" if cold else "warm",
+    result: dict[str, Any] = {"quick_start": quick or "default", "cache": "cold" if cold else "warm",
                               "cache_existed": cache.exists()}
-    app = LaunchedApp(Path(model), work, "--quick-start", quick)
+    app = LaunchedApp(Path(model), work, *(("--quick-start", quick) if quick else ()))
+    processes: list[psutil.Process] = []
     poller = Poller(app)
     poller.start()
     try:
@@ -156,6 +160,7 @@ def one_run(model: str, work: Path, quick: str, cold: bool, max_tokens: int, tim
         if poller.wait("ready_s", timeout) is None:
             raise TimeoutError(f"not ready in {timeout} s")
         result["speed_at_ready"] = poller.last.get("speed")
+        processes = [psutil.Process(pid) for pid in app.descendants()]
         result["decode_ready"] = decode(app.url, max_tokens)
         result["speed_after_decode_ready"] = poller.last.get("speed")
         if quick != "off" and poller.last.get("speed") is not None:
@@ -171,7 +176,8 @@ def one_run(model: str, work: Path, quick: str, cold: bool, max_tokens: int, tim
         poller.stop_event.set()
         result["exit_s"] = round(app.stop(signal.SIGINT, timeout=60), 2)
         result["exit_code"] = app.proc.returncode
-        result["left_after_exit"] = app.descendant_names()
+        # Its processes seen while it ran, alive now: an orphan (a parent gone) is no descendant any more.
+        result["left_after_exit"] = sorted({*app.descendant_names(), *(p.name() for p in processes if alive(p))})
         app.kill()
         result["events"] = poller.events
         result["log_lines"] = log_lines(app.log_file)
@@ -179,6 +185,13 @@ def one_run(model: str, work: Path, quick: str, cold: bool, max_tokens: int, tim
         if "error" in result:
             result["output_tail"] = app.output()[-4000:]
     return result
+
+
+def alive(process: psutil.Process) -> bool:
+    try:
+        return process.is_running() and process.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
 
 
 def step_times(run: dict[str, Any]) -> dict[int, float]:

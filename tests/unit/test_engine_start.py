@@ -346,3 +346,59 @@ def test_each_start_step_is_logged_with_its_second_from_launch(caplog):
     assert [line.split(" at ")[0] for line in steps] == ["engine loading [1/4]", "engine loading [3/4]",
                                                        "engine warming [4/4]"]
     assert seconds[0] >= 100 and seconds == sorted(seconds) and seconds[2] - seconds[1] >= 0.3
+
+
+FULL_ENGINE_CORE_LOG = """\
+2026-12-04 10:02:11,020 ERROR vllm.v1.engine.core [EngineCore]: EngineCore failed to start.
+Traceback (most recent call last):
+  File "/tmp/site/torch/_inductor/codecache.py", line 1040, in dumps
+    return super().dumps(obj)
+KeyError: 'torch'
+"""
+
+
+def test_a_full_speed_engine_that_fails_is_told_in_the_terminal_readyz_panel_and_metrics(tmp_path, caplog):
+    """The eager starting engine keeps answering, about 5x slower on a GPU: the user is told so and why, once,
+    everywhere they look, and a metric counts it."""
+    import dataclasses
+    from types import SimpleNamespace
+
+    from app.chat import status_markdown
+
+    log_file = tmp_path / "llm.log"
+    starter_plan = dataclasses.replace(PLAN, engine_args={**PLAN.engine_args, "enforce_eager": True})
+    plan = dataclasses.replace(PLAN, starter=starter_plan)
+
+    def factory(path, engine_plan):
+        if engine_plan is starter_plan:
+            return FakeEngine(engine_plan)
+        with open(log_file, "a") as f:
+            f.write(FULL_ENGINE_CORE_LOG)
+        raise GENERIC
+
+    metrics = AppMetrics()
+    host = EngineHost(lambda progress: "/models/ernie", plan, metrics, max_concurrent=2, engine_factory=factory,
+                      health_interval=60, log_tail=LogTail(log_file))
+
+    async def run():
+        host.start_in_background()
+        assert await host.wait_ready(30)
+        deadline = time.time() + 30
+        while host.status.speed is not Speed.STARTING_ONLY and time.time() < deadline:
+            await asyncio.sleep(0.05)
+        answer = [delta.text async for delta in host.stream([1, 2], {"max_tokens": 1})]
+        await host.shutdown()
+        return answer
+
+    with caplog.at_level("ERROR", logger="ernie_chat.engine"):
+        assert asyncio.run(run()) == ["ok"]  # the starting engine still answers
+    terminal = [r.getMessage() for r in caplog.records if getattr(r, "console", True)]
+    assert terminal == ["answering with the starting engine (eager, about 5x slower): KeyError: 'torch'; see the log"]
+    readyz = host.status.to_dict()
+    assert readyz["speed"] == "starting_only" and readyz["speed_reason"] == "KeyError: 'torch'"
+    assert metrics.registry.get_sample_value("ernie_chat_full_speed_engine_failures_total") == 1
+    runtime = SimpleNamespace(host=host, plan=plan, gpu=None, gpu_memory=None, max_model_len=32768)
+    assert ("**Speed:** starting engine only (eager, about 5x slower): the full-speed engine did not start: "
+            "KeyError: 'torch' (see the log)") in status_markdown(runtime, "en-US")
+    assert "**速度:** 仅启动引擎（eager，约慢 5 倍）：全速引擎未能启动：KeyError: 'torch'（详见日志）" in \
+        status_markdown(runtime, "zh-CN")

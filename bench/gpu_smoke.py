@@ -1,0 +1,102 @@
+"""GPU smoke run: `python launch.py` with the default flags starts the compiled engine, on a cold and a warm cache.
+
+    python -m bench.gpu_smoke [--model DIR] [--out DIR]
+
+Builds the full-size random ERNIE (tests/tiny_model.py --full-size) unless --model names one, then launches the
+app as a user does, first with vLLM's torch.compile cache deleted, then again with it warm. Each launch must:
+become ready; reach ``speed: full`` in /readyz (the compiled engine took over from the eager starting engine);
+decode at least 3x faster there than on the starting engine (one 256-token greedy answer on each, through /v1);
+write no ERROR line to its log; exit within 5 s of Ctrl-C (SIGINT) and leave no process behind.
+Prints one table (paste it into docs/benchmarks.md and the closing note) and exits 1 when a check fails.
+CI cannot run this: its CPU build is eager and spawns its engine core, so only a GPU reaches this path.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from bench.start_bench import one_run
+from tests.helpers import ROOT
+
+MIN_SPEEDUP = 3.0  # the compiled engine against the eager starting one (about 5x measured on an H200)
+MAX_EXIT_SECONDS = 5.0
+ERROR_LINE = re.compile(r"\bERROR\b")
+
+
+def build_model(out: Path) -> None:
+    if not (out / "config.json").exists():
+        subprocess.run([sys.executable, "tests/tiny_model.py", str(out), "--full-size"], cwd=ROOT, check=True)
+
+
+def error_lines(log_file: Path) -> list[str]:
+    text = log_file.read_text(errors="replace") if log_file.exists() else ""
+    return [line for line in text.splitlines() if ERROR_LINE.search(line)]
+
+
+def checks(run: dict[str, Any], log_file: Path) -> dict[str, str]:
+    """Each check's verdict: 'ok', or what was seen instead."""
+    starting = (run.get("decode_ready") or {}).get("tok_s")
+    full = (run.get("decode_full") or {}).get("tok_s")
+    final = run.get("readyz_final") or {}
+    errors = error_lines(log_file)
+    verdicts = {
+        "ready": "ok" if run.get("ready_s") is not None else f"not ready: {run.get('error', '?')}",
+        "speed full": "ok" if final.get("speed") == "full" else
+        f"speed {final.get('speed')!r}: {final.get('last_error') or final.get('speed_reason') or run.get('error', '')}",
+        f"full >= {MIN_SPEEDUP:g}x starting": (
+            "ok" if starting and full and run.get("speed_at_ready") == "starting" and full >= MIN_SPEEDUP * starting
+            else f"starting {starting} tok/s (speed at ready: {run.get('speed_at_ready')}), full {full} tok/s"),
+        "no ERROR in log": "ok" if not errors else f"{len(errors)}: {errors[0][:160]}",
+        f"Ctrl-C exit <= {MAX_EXIT_SECONDS:g} s": (
+            "ok" if run.get("exit_code") == 0 and run.get("exit_s", 99) <= MAX_EXIT_SECONDS
+            else f"exit {run.get('exit_code')} after {run.get('exit_s')} s"),
+        "no process left": "ok" if not run.get("left_after_exit") else f"left: {run['left_after_exit']}",
+    }
+    return verdicts
+
+
+def table(runs: list[dict[str, Any]]) -> str:
+    fmt = lambda v: "-" if v is None else f"{v}"  # noqa: E731
+    rows = ["| compile cache | HTTP s | ready s | full speed s | tok/s starting | tok/s full | exit s | checks |",
+            "|---|---|---|---|---|---|---|---|"]
+    for r in runs:
+        failed = [f"{name}: {verdict}" for name, verdict in r["checks"].items() if verdict != "ok"]
+        rows.append(f"| {r['cache']} | {fmt(r.get('http_s'))} | {fmt(r.get('ready_s'))} | "
+                    f"{fmt(r.get('full_speed_s'))} | "
+                    f"{fmt((r.get('decode_ready') or {}).get('tok_s'))} | "
+                    f"{fmt((r.get('decode_full') or {}).get('tok_s'))} | {fmt(r.get('exit_s'))} | "
+                    f"{'all ' + str(len(r['checks'])) + ' passed' if not failed else 'FAILED ' + '; '.join(failed)} |")
+    return "\n".join(rows)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default="/tmp/ernie-full-size", help="built here first if it is missing")
+    parser.add_argument("--out", default="gpu_smoke_out")
+    parser.add_argument("--timeout", type=float, default=300, help="seconds to wait for ready, and for full speed")
+    args = parser.parse_args()
+    model, out = Path(args.model), Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    build_model(model)
+    work = Path(os.environ.get("TMPDIR", "/tmp")) / f"gpu_smoke_{os.getpid()}"
+    runs = []
+    for cache in ("cold", "warm"):
+        run = one_run(str(model), work / cache, None, cache == "cold", 256, args.timeout)
+        run["checks"] = checks(run, work / cache / "llm.log")
+        runs.append(run)
+        (out / "gpu_smoke.json").write_text(json.dumps(runs, indent=1, ensure_ascii=False))
+        print(json.dumps({k: run.get(k) for k in ("cache", "ready_s", "full_speed_s", "checks")}), flush=True)
+    print(f"\ngpu_smoke {time.strftime('%Y-%m-%d')}, {model}:")
+    print(table(runs))
+    return 0 if all(v == "ok" for r in runs for v in r["checks"].values()) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
