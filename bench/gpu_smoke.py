@@ -16,6 +16,7 @@ import argparse
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -89,7 +90,10 @@ def main() -> int:
     runs = []
     for cache in ("cold", "warm"):
         run = one_run(str(model), work / cache, None, cache == "cold", 256, args.timeout)
-        run["checks"] = checks(run, work / cache / "llm.log")
+        log_file = work / cache / "llm.log"
+        run["checks"] = checks(run, log_file)
+        if log_file.exists():  # the whole log beside the table, for a failure's exact lines
+            shutil.copy(log_file, out / f"{cache}-llm.log")
         runs.append(run)
         (out / "gpu_smoke.json").write_text(json.dumps(runs, indent=1, ensure_ascii=False))
         print(json.dumps({k: run.get(k) for k in ("cache", "ready_s", "full_speed_s", "checks")}), flush=True)
