@@ -426,7 +426,8 @@ def _concurrency(settings: EngineSettings, mine: frozenset[str], graphs: bool) -
     chats = settings.max_concurrent_chats
     seqs = decode_graph_batch(chats) if graphs else chats
     if seqs == chats:
-        return Choice(seqs, f"{seqs} = --max-concurrent-chats: the app never sends more at once")
+        return Choice(seqs, f"{seqs} = --max-concurrent-chats: the app never sends more at once"
+                      + (", and a batch size vLLM captures a full CUDA graph for" if graphs else ""))
     # vLLM captures its full decode graphs only for batch sizes up to max_num_seqs: with 12, a batch of 9-12
     # chats had no full graph to pad to (the next is 16) and ran on piecewise graphs at half the speed.
     return Choice(seqs, f"{seqs}: --max-concurrent-chats ({chats}) rounded up to a batch size vLLM captures a full "

@@ -173,7 +173,7 @@ class EngineSettings(BaseSettings):
         "command lines, flag for flag, for comparison: tutorial-a10, tutorial-a10-lean (its A10 tip), "
         "tutorial-a100 (as printed: CUDA graphs on), tutorial-a100-eager (graphs off, as its text says), "
         "tutorial-v100.")
-    max_concurrent_chats: int = Field(12, ge=1, le=256, description="Answers generated at once; "
+    max_concurrent_chats: int = Field(16, ge=1, le=256, description="Answers generated at once; "
                                       "more wait in a queue and are told their position.")
     max_model_len: Optional[int] = Field(None, ge=256, le=131072, description="Context length in tokens "
                                          "(prompt + answer). Default: chosen from free memory.")

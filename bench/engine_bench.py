@@ -20,6 +20,7 @@ import asyncio
 import json
 import os
 import random
+import re
 import statistics
 import threading
 import time
@@ -112,14 +113,15 @@ async def chats_at_once(host, vocab, max_tokens, n) -> dict:
             "queued": len(waited), "queued_ttft_ms": round(statistics.median(waited) * 1000, 1) if waited else None}
 
 
-BENCH_PROFILES = (*PROFILES, "auto-64")  # auto-64: auto with 64 chats at once
+BENCH_PROFILES = (*PROFILES, "auto-N")  # auto-N: auto with --max-concurrent-chats N (auto-64: 64 chats at once)
+CHATS_PROFILE = re.compile(r"auto-(\d+)")
 
 
 def split_variant(name: str) -> tuple[str, dict]:
     """'auto+async_scheduling=false+stream_interval=8' -> ('auto', {'async_scheduling': False,
     'stream_interval': 8}). Raises argparse.ArgumentTypeError (one line) for anything else."""
     base, *settings = name.split("+")
-    if base not in BENCH_PROFILES:
+    if base not in BENCH_PROFILES and not CHATS_PROFILE.fullmatch(base):
         raise argparse.ArgumentTypeError(f"'{base}' is not a profile; allowed: {', '.join(BENCH_PROFILES)}")
     extra = {}
     for setting in settings:
@@ -145,8 +147,9 @@ def profile_list(text: str) -> list[str]:
 async def measure(name, model_dir, gpus, build, shape, vocab, args):
     profile, extra = split_variant(name)
     # One engine per profile (quick-start off): the starting engine's figures are bench/start_bench.py's.
-    settings = EngineSettings(profile=profile if profile != "auto-64" else "auto", quick_start="off",
-                              **({"max_concurrent_chats": 64} if profile == "auto-64" else {}))
+    chats = CHATS_PROFILE.fullmatch(profile)
+    settings = EngineSettings(profile="auto" if chats else profile, quick_start="off",
+                              **({"max_concurrent_chats": int(chats.group(1))} if chats else {}))
     plan = plan_engine(settings, gpus, build, shape)
     plan = replace(plan, engine_args={**plan.engine_args, "skip_tokenizer_init": True, **extra})
     gpu = plan.gpu

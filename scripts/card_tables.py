@@ -54,8 +54,10 @@ CARDS = (
     Card("L4, L40S, RTX 40 (sm89)", "Ada (L4, L40S, RTX 40)", "NVIDIA L4,8.9,22.5",
          "fp8 KV only if you ask; it buys nothing for one user", "fp8 KV possible here, only if asked"),
     Card("H100, H200 (sm90)", "Hopper (H100, H200, H20, GH200)", "NVIDIA H200,9.0,140.4",
-         "488-648 tok/s single stream, 2.5 GiB of the card, measured on an H200 (docs/benchmarks.md)",
-         "measured on an H200: 488-648 tok/s single stream, 2.5 GiB of the card (docs/benchmarks.md, 2026-12-03)"),
+         "499-606 tok/s single stream, 16 chats at 5.5-7.6k tok/s together, 2.8 GiB of the card, measured on an "
+         "H200 (docs/benchmarks.md)",
+         "measured on an H200: 499-606 tok/s single stream, 16 chats at 5.5-7.6k tok/s together, 2.8 GiB of the "
+         "card (docs/benchmarks.md, 2026-12-04)"),
     Card("B200, RTX 50 (sm100/120)", "Blackwell (B200; RTX 50)", "NVIDIA B200,10.0,179",
          "", "default CUDA 13 wheels carry sm100/sm120"),
     Card("8 GB laptop, 6.9 GiB free (sm89)", "small or shared card (RTX 4060 Laptop, 6.9 GiB free)",
@@ -65,9 +67,9 @@ CARDS = (
          "NVIDIA GeForce RTX 3050,8.6,8,2.4", "the longest context that fits; chats share the rest",
          "the longest context that fits alone; chats share the rest (paged KV)"),
 )
-CPU_README = ("| no GPU | bf16 / fp32 | eager | for 12 chats | RAM | the engine (eager already) "
+CPU_README = ("| no GPU | bf16 / fp32 | eager | for 16 chats | RAM | the engine (eager already) "
               "| CPU build; compile costs 100 s of start on a CPU |")
-CPU_PROFILES = ("| no NVIDIA card | - | bfloat16 with AVX512-BF16/AMX, else float32 | eager | 8k / for 12 chats | - | "
+CPU_PROFILES = ("| no NVIDIA card | - | bfloat16 with AVX512-BF16/AMX, else float32 | eager | 8k / for 16 chats | - | "
                 "CPU build (`requirements-cpu.txt`); torch.compile on a CPU took 115 s to start vs 16 s eager |")
 
 

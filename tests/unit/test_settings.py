@@ -9,7 +9,7 @@ def test_defaults_follow_the_issue():
     assert (s.server.host, s.server.port) == ("127.0.0.1", 8000)
     assert s.engine.profile == "auto"
     assert str(s.server.log_file) == "logs/llm.log"
-    assert s.engine.max_concurrent_chats == 12
+    assert s.engine.max_concurrent_chats == 16  # a batch size vLLM captures a full CUDA graph for (docs/benchmarks.md)
     assert s.engine.max_model_len is None and s.engine.enforce_eager is None
 
 
