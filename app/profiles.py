@@ -408,7 +408,7 @@ def _kv_dtype(settings: EngineSettings, gpu: GpuInfo) -> Choice:
 
 
 # engine_bench on an H200 (docs/benchmarks.md), aggregate decode of 12 concurrent chats
-GRAPH_BATCH_MEASURED = "12 chats on an H200: 2,061-2,675 tok/s at max_num_seqs 12, 5,979-6,416 at 16"
+GRAPH_BATCH_MEASURED = "12 chats on an H200: 2,137-2,742 tok/s at max_num_seqs 12, 4,875-6,275 at 16"
 
 
 def decode_graph_batch(chats: int) -> int:
