@@ -10,8 +10,10 @@ import secrets
 import signal
 import sys
 import threading
+from typing import Optional
 
 from app.errors import ErnieChatError
+from app.orphan_guard import clean_leftovers, start_watcher, stop_watcher
 from app.profiles import EnginePlan
 from app.progress import StartProgressBar
 from app.runtime import Runtime, build_runtime
@@ -41,6 +43,7 @@ def serve(settings: AppSettings, plan: EnginePlan, launched_at: float) -> int:
         # torch's C++ warnings bypass logging (e.g. the CPU worker's "bound to these NUMA nodes" note).
         os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "ERROR")
     log.info("%s (pid %d)", RUN_MARKER, os.getpid(), extra=FILE_ONLY)
+    clean_leftovers()
     failure: list[ErnieChatError] = []
 
     def fatal(line: str) -> None:
@@ -63,8 +66,10 @@ def serve(settings: AppSettings, plan: EnginePlan, launched_at: float) -> int:
                                            timeout_graceful_shutdown=2))
     _become_subreaper()
     _quiet_resource_tracker()
+    watcher = start_watcher()
     _run_until_signal(server, runtime)
-    _reap_engine_processes()
+    _reap_engine_processes(keep=watcher.pid if watcher else None)
+    stop_watcher(watcher)
     _stop_resource_tracker()
     if failure:
         raise failure[0]
@@ -145,9 +150,9 @@ def _become_subreaper() -> None:
         pass
 
 
-def _reap_engine_processes(timeout_s: float = 2.0) -> None:
+def _reap_engine_processes(timeout_s: float = 2.0, keep: Optional[int] = None) -> None:
     """Exit only after every engine process is gone: wait for them (the engine's shutdown has asked them to
-    stop), kill what is left after ``timeout_s``, and reap the zombies."""
+    stop), kill what is left after ``timeout_s``, and reap the zombies. ``keep``: the watcher, stopped after."""
     import time
 
     import psutil
@@ -156,7 +161,7 @@ def _reap_engine_processes(timeout_s: float = 2.0) -> None:
     tracker = _resource_tracker_pid()  # multiprocessing's helper ends when we do; waiting for it would hang
     deadline = time.monotonic() + timeout_s
     while True:
-        left = [p for p in me.children(recursive=True) if p.pid != tracker]
+        left = [p for p in me.children(recursive=True) if p.pid not in (tracker, keep)]
         _reap_zombies()
         if not left:
             return

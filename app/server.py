@@ -12,6 +12,7 @@ import contextlib
 import gzip
 import hmac
 import logging
+import os
 import re
 import shutil
 import tempfile
@@ -27,6 +28,7 @@ from starlette.middleware.base import BaseHTTPMiddleware
 from app.engine import EngineState
 from app.errors import AuthenticationError, error_body
 from app.guards import install_guards
+from app.orphan_guard import FILES_PREFIX
 from app.runtime import Runtime, set_current_runtime
 
 log = logging.getLogger("ernie_chat.server")
@@ -78,7 +80,8 @@ def private_files_dir() -> Path:
     import chainlit.config
     import chainlit.server
 
-    folder = Path(tempfile.mkdtemp(prefix="ernie-chat-files-"))
+    # Named with this pid, so that a later start removes it if this process is killed (app/orphan_guard.py).
+    folder = Path(tempfile.mkdtemp(prefix=f"{FILES_PREFIX}{os.getpid()}-"))
     chainlit.config.FILES_DIRECTORY = folder  # read by each session (chainlit/session.py)
     chainlit.server.FILES_DIRECTORY = folder  # Chainlit's own lifespan (not run here) would remove it
     return folder

@@ -6,7 +6,8 @@ Builds the full-size random ERNIE (tests/tiny_model.py --full-size) unless --mod
 app as a user does, first with vLLM's torch.compile cache deleted, then again with it warm. Each launch must:
 become ready; reach ``speed: full`` in /readyz (the compiled engine took over from the eager starting engine);
 decode at least 3x faster there than on the starting engine (one 256-token greedy answer on each, through /v1);
-write no ERROR line to its log; exit within 5 s of Ctrl-C (SIGINT) and leave no process behind.
+write no ERROR line to its log; exit within 5 s of Ctrl-C (SIGINT) and leave no process behind. A third launch
+is killed with SIGKILL at full speed: no vLLM process may be running 10 s later.
 Prints one table (paste it into docs/benchmarks.md and the closing note) and exits 1 when a check fails.
 CI cannot run this: its CPU build is eager and spawns its engine core, so only a GPU reaches this path.
 """
@@ -23,8 +24,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.start_bench import one_run
-from tests.helpers import ROOT
+import psutil
+
+from app.orphan_guard import is_engine_process
+from bench.start_bench import alive, one_run
+from tests.helpers import ROOT, LaunchedApp
 
 MIN_SPEEDUP = 3.0  # the compiled engine against the eager starting one (about 5x measured on an H200)
 MAX_EXIT_SECONDS = 5.0
@@ -63,6 +67,34 @@ def checks(run: dict[str, Any], log_file: Path) -> dict[str, str]:
     return verdicts
 
 
+def killed_run(model: Path, work: Path, timeout: float) -> dict[str, Any]:
+    """Launch, wait for full speed, then `kill -9` the app: no engine process may be running 10 s later."""
+    work.mkdir(parents=True, exist_ok=True)
+    app = LaunchedApp(model, work)
+    run: dict[str, Any] = {"cache": "warm, then kill -9"}
+    try:
+        run["ready_s"] = round(app.wait_ready(timeout), 2)
+        deadline = time.time() + timeout
+        while app.readyz()[1].get("speed") not in ("full", "starting_only") and time.time() < deadline:
+            time.sleep(0.1)
+        run["full_speed_s"] = app.readyz()[1].get("full_speed_seconds")
+        engines = [p for p in psutil.Process(app.proc.pid).children(recursive=True)
+                   if is_engine_process(p.name(), " ".join(p.cmdline()))]
+        app.proc.kill()
+        app.proc.wait(10)
+        deadline = time.time() + 10
+        while [p for p in engines if alive(p)] and time.time() < deadline:
+            time.sleep(0.1)
+        left = [f"{p.pid} {p.name()}" for p in engines if alive(p)]
+        run["checks"] = {"ready": "ok", "engine processes found": "ok" if engines else "none found",
+                         "none alive 10 s after kill -9": "ok" if not left else f"left: {left}"}
+    except Exception as err:  # noqa: BLE001 -- a failed launch is a result
+        run["checks"] = {"ready": f"{type(err).__name__}: {err}"}
+    finally:
+        app.kill()
+    return run
+
+
 def table(runs: list[dict[str, Any]]) -> str:
     fmt = lambda v: "-" if v is None else f"{v}"  # noqa: E731
     rows = ["| compile cache | HTTP s | ready s | full speed s | tok/s starting | tok/s full | exit s | checks |",
@@ -97,6 +129,9 @@ def main() -> int:
         runs.append(run)
         (out / "gpu_smoke.json").write_text(json.dumps(runs, indent=1, ensure_ascii=False))
         print(json.dumps({k: run.get(k) for k in ("cache", "ready_s", "full_speed_s", "checks")}), flush=True)
+    run = killed_run(model, work / "killed", args.timeout)
+    runs.append(run)
+    (out / "gpu_smoke.json").write_text(json.dumps(runs, indent=1, ensure_ascii=False))
     print(f"\ngpu_smoke {time.strftime('%Y-%m-%d')}, {model}:")
     print(table(runs))
     return 0 if all(v == "ok" for r in runs for v in r["checks"].values()) else 1
