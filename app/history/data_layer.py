@@ -23,6 +23,7 @@ from chainlit.data.utils import queue_until_user_message
 from chainlit.types import Feedback, PageInfo, PaginatedResponse, Pagination, ThreadDict, ThreadFilter
 from chainlit.user import PersistedUser, User
 from chainlit.utils import utc_now
+from fastapi import HTTPException
 from sqlalchemy import and_, delete, exists, func, or_, select
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
@@ -35,6 +36,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("ernie_chat.history")
 THREAD_NAME_CHARS = 200  # Chainlit names a chat after its first message; the sidebar shows one line
+MAX_SEARCH_CHARS = 1000  # a search is a few words; a pasted page is not one
 # How long the user's message may hold its answer back while it is stored; a slow or broken database
 # must not stop the chat (the write still completes, or is counted as failed, afterwards).
 STORE_BEFORE_ANSWER_TIMEOUT_S = 2.0
@@ -185,6 +187,11 @@ class HistoryDataLayer(BaseDataLayer):
         if not filters.userId:
             raise ValueError("list_threads needs a user id")  # never list everyone's chats
         query = select(threads).where(threads.c.user_id == filters.userId)
+        if filters.search and len(filters.search) > MAX_SEARCH_CHARS:
+            # Chainlit's route calls this directly: an HTTP error is how the page gets one line. (Past 50,000
+            # characters SQLite refused the pattern with a 500, and the search text reached the log.)
+            raise HTTPException(400, f"search text is {len(filters.search):,} characters; at most "
+                                     f"{MAX_SEARCH_CHARS:,} are searched")
         if filters.search and filters.search.strip():
             words = filters.search.strip().lower()
             # A substring test (instr / strpos) on text lower-cased when stored: on 1,000 chats x 20 messages

@@ -75,12 +75,15 @@ def _sqlite_pragmas(dbapi_connection, _record) -> None:
 
 
 def create_engine(location: DatabaseLocation) -> AsyncEngine:
+    # hide_parameters: a failed statement's error names its SQL, never its values (messages, search text), so no
+    # chat text reaches the log through a traceback.
     if location.sqlite_file is not None:
         location.sqlite_file.parent.mkdir(parents=True, exist_ok=True)
-        engine = create_async_engine(location.url, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000})
+        engine = create_async_engine(location.url, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000},
+                                     hide_parameters=True)
         event.listen(engine.sync_engine, "connect", _sqlite_pragmas)
         return engine
-    return create_async_engine(location.url, pool_pre_ping=True)
+    return create_async_engine(location.url, pool_pre_ping=True, hide_parameters=True)
 
 
 async def _stored_version(conn: AsyncConnection) -> Optional[int]:

@@ -132,3 +132,17 @@ def test_bob_cannot_resume_alices_chat_over_the_websocket(two_users):
         asyncio.run(try_resume(two_users["app"], two_users["bob"], two_users["thread"]))
     assert two_users["alice"].get(f"/project/thread/{two_users['thread']}").json()["steps"][0]["output"] == \
         "my secret plans"
+
+
+def test_a_search_too_long_gets_one_line_and_no_search_text_reaches_the_log(two_users):
+    """Past 50,000 characters SQLite refused the pattern with a 500 and the text landed in the log file."""
+    app, alice = two_users["app"], two_users["alice"]
+    text = "lighthouse-" + "x" * 60_000
+    answer = alice.post("/project/threads", json={"pagination": {"first": 20}, "filter": {"search": text}})
+    assert answer.status_code == 400
+    assert answer.json() == {"detail": "search text is 60,011 characters; at most 1,000 are searched"}
+    assert alice.post("/project/threads", json={"pagination": {"first": 20},
+                                                "filter": {"search": "secret"}}).json()["data"]  # still works
+    log = app.log_file.read_text()
+    assert "lighthouse-" not in log and "my secret plans" not in log
+    assert app.log_file.stat().st_mode & 0o777 == 0o600
