@@ -458,6 +458,9 @@ async def _open_chat(rt: Runtime, saved: dict[str, Any]) -> None:
                min=max_tokens.low, max=_answer_cap(rt), step=max_tokens.low),
     ]).send()
     cl.user_session.set("chat_settings", settings)
+    if rt.damaged_history is not None:  # once: the first page opened after the start that kept it aside
+        kept, rt.damaged_history = rt.damaged_history, None
+        await notice(t(language, "history_damaged", path=kept))
     # Runs in this chat's context, so it draws into this chat's panel; ends with the chat.
     cl.user_session.set("status_task", asyncio.create_task(keep_status_fresh(rt)))
 

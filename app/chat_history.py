@@ -20,6 +20,7 @@ import concurrent.futures
 import logging
 import os
 import secrets
+from pathlib import Path
 from typing import Any, Optional
 
 import chainlit as cl
@@ -40,11 +41,14 @@ def current_store() -> Optional[HistoryStore]:
     return current_runtime().history
 
 
-def _prepare(location) -> None:
-    # Called while create_app builds the app (no event loop yet, but be safe if there is one): migrate in a
-    # loop of its own; the store's engine connects later, in the server's loop.
+def _prepare(location) -> Optional[Path]:
+    """Migrate; returns where a damaged database was kept, if it was. Called while create_app builds the app (no
+    event loop yet, but be safe if there is one): in a loop of its own; the store connects later, in the
+    server's loop."""
+    kept: list[Path] = []
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
-        pool.submit(asyncio.run, prepare_database(location)).result()
+        pool.submit(asyncio.run, prepare_database(location, kept.append)).result()
+    return kept[0] if kept else None
 
 
 def install_history(runtime: Any) -> None:
@@ -59,7 +63,8 @@ def install_history(runtime: Any) -> None:
         log.warning("chat history is off: --host %s without --auth-token would show every visitor everyone's "
                     "chats (set --auth-token to keep chats per user)", server.host)
         return
-    _prepare(location)  # raises HistoryDatabaseError (one line) for a database from a newer ernie-chat
+    # raises HistoryDatabaseError (one line) for a database from a newer ernie-chat
+    runtime.damaged_history = _prepare(location)
     store = HistoryStore.open(location, on_write_error=runtime.metrics.history_write_errors.inc)
     runtime.history = store
     log.info("chats are kept in %s", location.shown)

@@ -36,6 +36,9 @@ STRINGS: dict[str, dict[str, str]] = {
         "panel_speed": "Speed",
         "speed_starting": "starting engine (eager) answers; full-speed engine being built, {seconds:.0f} s so far",
         "speed_full": "full speed (since {seconds:.0f} s after launch)",
+        "history_damaged": "The chat history file was damaged, so a new, empty one was started. The old file is "
+                           "kept, unchanged, as {path}.",
+        "message_unreadable": "this message could not be read (its saved copy is damaged)",
         "speed_starting_only": "starting engine only (eager{cost}): the full-speed engine did not start: {reason} "
                                "(see the log)",
         # the compiled engine's decode against the eager one's on an H200: ~535 against 89-107 tok/s
@@ -86,6 +89,8 @@ STRINGS: dict[str, dict[str, str]] = {
         "panel_speed": "速度",
         "speed_starting": "启动引擎（eager）正在应答；全速引擎构建中（已 {seconds:.0f} 秒）",
         "speed_full": "全速（启动后第 {seconds:.0f} 秒起）",
+        "history_damaged": "聊天记录文件已损坏，已新建一个空的聊天记录。旧文件原样保留为 {path}。",
+        "message_unreadable": "此消息无法读取（其保存的副本已损坏）",
         "speed_starting_only": "仅启动引擎（eager{cost}）：全速引擎未能启动：{reason}（详见日志）",
         "starting_engine_cost_gpu": "，约慢 5 倍",
         "panel_download": "下载本对话",

@@ -9,6 +9,7 @@ import asyncio
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Optional
 
 from app.engine import EngineHost, EngineState, EngineStatus
@@ -66,6 +67,7 @@ class Runtime:
     model: ModelFiles  # the tokenizer and generation defaults, loaded with the model
     gpu_memory: Optional[GpuMemoryWatch] = None
     history: Any = None  # app.history.HistoryStore when chats are kept (app/chat_history.py); None with --no-history
+    damaged_history: Optional[Path] = None  # where a damaged database was kept at start; told on the first page
 
     @property
     def gpu(self) -> Optional[GpuInfo]:

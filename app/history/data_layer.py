@@ -29,6 +29,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from app.history.schema import elements, feedbacks, steps, threads, users
 from app.history.writer import HistoryWriter
+from app.i18n import t
 
 if TYPE_CHECKING:
     from chainlit.element import Element, ElementDict
@@ -53,6 +54,15 @@ def _loads(text: Optional[str], empty: Any) -> Any:
         return json.loads(text)
     except ValueError:
         return empty
+
+
+def _unreadable_step(row: Any, thread_id: str) -> dict[str, Any]:
+    """A stored message whose JSON cannot be read: kept in its place, saying so, rather than dropped."""
+    text = " / ".join(t(language, "message_unreadable") for language in ("en-US", "zh-CN"))
+    return {"id": row.id, "threadId": thread_id, "parentId": None, "type": row.type, "output": text,
+            "name": "User" if row.type == "user_message" else "Assistant", "createdAt": row.created_at,
+            "start": row.created_at, "end": row.created_at, "streaming": False, "isError": True,
+            "metadata": {"unreadable": True}}
 
 
 def _plain_json(metadata: dict[str, Any]) -> dict[str, Any]:
@@ -229,7 +239,8 @@ class HistoryDataLayer(BaseDataLayer):
             row = (await conn.execute(select(threads).where(threads.c.id == thread_id))).first()
             if row is None:
                 return None
-            step_rows = (await conn.execute(select(steps.c.id, steps.c.data).where(steps.c.thread_id == thread_id)
+            step_rows = (await conn.execute(select(steps.c.id, steps.c.type, steps.c.created_at, steps.c.data)
+                                            .where(steps.c.thread_id == thread_id)
                                             .order_by(steps.c.created_at, steps.c.position))).all()
             feedback_rows = (await conn.execute(
                 select(feedbacks).join(steps, feedbacks.c.step_id == steps.c.id)
@@ -240,7 +251,11 @@ class HistoryDataLayer(BaseDataLayer):
                    for f in feedback_rows}
         step_dicts = []
         for s in step_rows:
-            step = _loads(s.data, {})
+            step = _loads(s.data, None)
+            if not isinstance(step, dict):
+                log.warning("chat %s: message %s could not be read (its stored JSON is damaged); shown as such",
+                            thread_id, s.id)
+                step = _unreadable_step(s, thread_id)
             if s.id in by_step:
                 step["feedback"] = by_step[s.id]
             step_dicts.append(step)

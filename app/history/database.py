@@ -6,14 +6,16 @@ corrupt SQLite file aside (never deleted) before starting a fresh one.
 """
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
 from sqlalchemy import event, select
-from sqlalchemy.exc import DatabaseError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
 from app.errors import HistoryDatabaseError
@@ -94,13 +96,42 @@ async def _stored_version(conn: AsyncConnection) -> Optional[int]:
     return int(row[0]) if row else None
 
 
+def _newer_version(location: DatabaseLocation, version: int) -> HistoryDatabaseError:
+    return HistoryDatabaseError(
+        f"the chat database {location.shown} has schema version {version}, newer than this ernie-chat "
+        f"knows ({SCHEMA_VERSION}): upgrade ernie-chat, or use another --data-dir / --database-url")
+
+
+async def check_for_reading(location: DatabaseLocation) -> None:
+    """For commands that only read (export): a damaged database, or one of another schema version, is refused
+    in one line, and nothing is renamed, created or migrated (the app's start does that)."""
+    file = location.sqlite_file
+    if file is not None:
+        damage = await asyncio.to_thread(sqlite_damage, file)
+        if damage:
+            raise HistoryDatabaseError(
+                f"the chat database {file} is damaged ({damage}); nothing was changed. The app's next start keeps "
+                f"it as {file.name}.corrupt-<time> and begins a new one; `sqlite3 {file} .recover` may save chats")
+    engine = create_engine(location)
+    try:
+        async with engine.connect() as conn:
+            version = await _stored_version(conn)
+    finally:
+        await engine.dispose()
+    if version is not None and version > SCHEMA_VERSION:
+        raise _newer_version(location, version)
+    if version is None:
+        raise HistoryDatabaseError(f"the chat database {location.shown} holds no ernie-chat chats")
+    if version != SCHEMA_VERSION:
+        raise HistoryDatabaseError(f"the chat database {location.shown} has schema version {version}; start "
+                                   f"ernie-chat once to bring it to version {SCHEMA_VERSION}, then export")
+
+
 async def _migrate(engine: AsyncEngine, location: DatabaseLocation) -> int:
     async with engine.begin() as conn:
         version = await _stored_version(conn)
         if version is not None and version > SCHEMA_VERSION:
-            raise HistoryDatabaseError(
-                f"the chat database {location.shown} has schema version {version}, newer than this ernie-chat "
-                f"knows ({SCHEMA_VERSION}): upgrade ernie-chat, or use another --data-dir / --database-url")
+            raise _newer_version(location, version)
         if version is None:
             await conn.run_sync(metadata.create_all)
             await conn.execute(meta.insert().values(key="schema_version", value=str(SCHEMA_VERSION)))
@@ -113,13 +144,30 @@ async def _migrate(engine: AsyncEngine, location: DatabaseLocation) -> int:
         return SCHEMA_VERSION
 
 
-async def _sqlite_is_sound(engine: AsyncEngine) -> bool:
+# PRAGMA quick_check reads the whole file: on a large history it could hold the start for long, so it stops
+# here and the start goes on (the check is for damage seen at once, such as a truncated or overwritten file).
+QUICK_CHECK_SECONDS = 5.0
+
+
+def sqlite_damage(file: Path, seconds: float = QUICK_CHECK_SECONDS) -> Optional[str]:
+    """What PRAGMA quick_check finds wrong with the file, in one line; None when sound, or when the check ran
+    past ``seconds`` (logged). Opens the file read-only: nothing is created or changed."""
+    import sqlite3
+
+    deadline = time.monotonic() + seconds
     try:
-        async with engine.connect() as conn:
-            result = (await conn.exec_driver_sql("PRAGMA quick_check")).scalar()
-            return result == "ok"
-    except DatabaseError:  # "file is not a database", "database disk image is malformed"
-        return False
+        with contextlib.closing(sqlite3.connect(f"{file.as_uri()}?mode=ro", uri=True)) as conn:
+            conn.set_progress_handler(lambda: time.monotonic() > deadline, 10_000)  # non-zero: interrupt
+            rows = conn.execute("PRAGMA quick_check").fetchall()
+    except sqlite3.OperationalError as err:  # interrupted, locked, cannot open: says nothing of damage
+        log.warning("the chat database %s was not checked (%s)", file,
+                    f"stopped after {seconds:.0f} s, {file.stat().st_size / 1e6:.0f} MB" if str(err) == "interrupted"
+                    else err)
+        return None
+    except sqlite3.DatabaseError as err:  # "file is not a database", "database disk image is malformed"
+        return str(err)
+    result = "; ".join(str(row[0]) for row in rows[:3])
+    return None if result == "ok" else result
 
 
 def move_aside(path: Path) -> Path:
@@ -138,16 +186,18 @@ def move_aside(path: Path) -> Path:
     return target
 
 
-async def prepare_database(location: DatabaseLocation) -> int:
-    """Make the database ready for this version of the app; returns the schema version."""
+async def prepare_database(location: DatabaseLocation,
+                           on_damaged: Callable[[Path], None] = lambda kept_as: None) -> int:
+    """Make the database ready for this version of the app; returns the schema version. A damaged SQLite file
+    is kept aside and ``on_damaged`` told where, so that the page can say so."""
     file = location.sqlite_file
     if file is not None and file.exists() and file.stat().st_size > 0:
-        probe = create_engine(location)
-        sound = await _sqlite_is_sound(probe)
-        await probe.dispose()
-        if not sound:
+        damage = await asyncio.to_thread(sqlite_damage, file)
+        if damage:
             moved = move_aside(file)
-            log.warning("the chat database %s is damaged; kept it as %s and started a new one", file, moved)
+            log.warning("the chat database %s is damaged (%s); kept it as %s and started a new one", file,
+                        damage, moved)
+            on_damaged(moved)
     engine = create_engine(location)
     try:
         return await _migrate(engine, location)

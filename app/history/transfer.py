@@ -16,7 +16,7 @@ from sqlalchemy import select
 
 from app.errors import ErnieChatError
 from app.history.data_layer import HistoryDataLayer, _dumps
-from app.history.database import DatabaseLocation, prepare_database
+from app.history.database import DatabaseLocation, check_for_reading, prepare_database
 from app.history.schema import threads, users
 
 EXPORT_FORMAT = "ernie-chat/chat-v1"
@@ -141,7 +141,10 @@ def run_transfer(action: str, location: Optional[DatabaseLocation], out: Path, f
     async def main() -> int:
         from app.history import HistoryStore
 
-        await prepare_database(location)
+        if action == "export":  # only reads: a damaged or older database is refused, never changed
+            await check_for_reading(location)
+        else:
+            await prepare_database(location)
         store = HistoryStore.open(location)
         try:
             if action == "export":

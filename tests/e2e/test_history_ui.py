@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.test_chat_ui import send, wait_stats
-from tests.helpers import LaunchedApp, get, running_app
+from tests.helpers import LaunchedApp, get, running_app, status_panel_text
 
 pytestmark = pytest.mark.timeout(600)
 FAST = ("--max-tokens", "16")  # short answers: these tests are about what is kept, not about answers
@@ -199,3 +199,25 @@ def test_no_history_writes_nothing(browser, tiny_model_dir, tmp_path):
         os.environ["XDG_DATA_HOME"] = before
     assert list(data_home.iterdir()) == []  # no ernie-chat folder, no chats.db
     assert not list((tmp_path / "run").glob("*.db"))
+
+
+def test_a_damaged_history_file_is_told_once_on_the_page_with_where_it_was_kept(browser, tiny_model_dir, tmp_path):
+    """It was moved aside with a log line only, and the page showed an empty sidebar with no word of it."""
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "chats.db").write_bytes(b"not a database at all " * 200)
+    (tmp_path / "run").mkdir()
+    with running_app(tiny_model_dir, tmp_path / "run", "--data-dir", str(data), *FAST) as app:
+        kept = list(data.glob("chats.db.corrupt-*"))
+        assert len(kept) == 1
+        page, _ = open_page(browser, app)
+        notice = page.get_by_text(f"The old file is kept, unchanged, as {kept[0]}.")
+        notice.wait_for(timeout=30000)
+        assert "The chat history file was damaged" in page.inner_text("body")
+        page.context.close()
+        again, _ = open_page(browser, app)
+        # The status panel is drawn after the place where the notice would be sent: once it shows, a notice
+        # would be on the page already.
+        status_panel_text(again, "ready")
+        assert "The chat history file was damaged" not in again.inner_text("body")
+        again.context.close()
