@@ -46,6 +46,7 @@ WAIT_FOR_ENGINE_SECONDS = 600.0
 STATUS_REFRESH_SECONDS = 1.0
 # What a message of ours is, kept in its metadata (saved with the chat): only answers go back into prompts.
 KIND_ANSWER, KIND_NOTICE = "answer", "notice"
+PARTIAL = "partial"  # in an answer's metadata while it is being written (see _save_so_far)
 REGENERATE = "regenerate"
 # How often a growing answer is saved: after a crash (kill -9, power loss) the chat keeps the answer up to
 # the last save. Chainlit itself saves a streamed message only when it ends.
@@ -359,10 +360,39 @@ async def _save_so_far(reply: cl.Message, text: str) -> None:
         return
     step = reply.to_dict()
     step["output"] = text
+    # Marked while it grows: the answer's last save (done, stopped, cut off by the engine) replaces the mark, so
+    # an answer still marked after a restart is one the app was killed under.
+    step["metadata"] = {**(reply.metadata or {}), PARTIAL: True}
     try:
         await data_layer.update_step(step)
     except Exception:  # the history layer counts and reports its own write errors; the answer goes on
         log.debug("saving the answer so far failed", exc_info=True)
+
+
+async def _mark_interrupted(thread: dict[str, Any], language: str) -> None:
+    """A resumed chat whose answer was saved mid-stream (the app was killed under it) says so under that answer
+    and offers Regenerate when it is the chat's newest message. Runs before Chainlit builds the chat and the page
+    from ``thread``'s steps, so both get the marked answer; the mark is saved, so it is made once."""
+    from chainlit.data import get_data_layer
+
+    messages = [step for step in thread.get("steps", []) if "message" in step.get("type", "")]
+    for step in messages:
+        if not (step.get("metadata") or {}).get(PARTIAL):
+            continue
+        footer = "\n\n`" + t(language, "interrupted") + "`"
+        step["output"] = (step.get("output") or "") + footer
+        step["metadata"] = {"kind": KIND_ANSWER, "footer": footer}  # the footer never goes into a prompt
+        step["streaming"] = False  # saved while it streamed: the page would draw it as still coming, no buttons
+        await get_data_layer().update_step(step)
+        if step is messages[-1]:
+            action = _regenerate_action(language)
+            await action.send(for_id=step["id"])
+            cl.user_session.set("regenerate_action", action)
+
+
+def _regenerate_action(language: str) -> cl.Action:
+    return cl.Action(name=REGENERATE, payload={}, label=t(language, "regenerate"), icon="refresh-cw",
+                     tooltip=t(language, "regenerate"))
 
 
 async def _offer_regenerate(reply: cl.Message, language: str) -> None:
@@ -374,8 +404,7 @@ async def _offer_regenerate(reply: cl.Message, language: str) -> None:
             await previous.remove()
         except Exception:  # that answer was removed with an edit
             log.debug("old regenerate action already gone", exc_info=True)
-    action = cl.Action(name=REGENERATE, payload={}, label=t(language, "regenerate"), icon="refresh-cw",
-                       tooltip=t(language, "regenerate"))
+    action = _regenerate_action(language)
     reply.actions = [action]
     cl.user_session.set("regenerate_action", action)
 
@@ -493,6 +522,7 @@ def install() -> None:
         # Chainlit put the chat's saved messages back (the next prompt is built from them) and its saved
         # session, whose chat_settings are this chat's system prompt, temperature, top_p and length.
         await _open_chat(current_runtime(), cl.user_session.get("chat_settings") or {})
+        await _mark_interrupted(thread, _language())
 
     @cl.on_chat_end
     async def on_chat_end() -> None:

@@ -39,6 +39,7 @@ STRINGS: dict[str, dict[str, str]] = {
         "history_damaged": "The chat history file was damaged, so a new, empty one was started. The old file is "
                            "kept, unchanged, as {path}.",
         "message_unreadable": "this message could not be read (its saved copy is damaged)",
+        "interrupted": "interrupted: the app stopped before this answer was finished",
         "speed_starting_only": "starting engine only (eager{cost}): the full-speed engine did not start: {reason} "
                                "(see the log)",
         # the compiled engine's decode against the eager one's on an H200: ~535 against 89-107 tok/s
@@ -91,6 +92,7 @@ STRINGS: dict[str, dict[str, str]] = {
         "speed_full": "全速（启动后第 {seconds:.0f} 秒起）",
         "history_damaged": "聊天记录文件已损坏，已新建一个空的聊天记录。旧文件原样保留为 {path}。",
         "message_unreadable": "此消息无法读取（其保存的副本已损坏）",
+        "interrupted": "已中断：应用在此回答完成前停止",
         "speed_starting_only": "仅启动引擎（eager{cost}）：全速引擎未能启动：{reason}（详见日志）",
         "starting_engine_cost_gpu": "，约慢 5 倍",
         "panel_download": "下载本对话",

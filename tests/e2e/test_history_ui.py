@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.test_chat_ui import send, wait_stats
+from tests.e2e.test_chat_ui import STATS_EN, send, wait_stats
 from tests.helpers import LaunchedApp, get, running_app, status_panel_text
 
 pytestmark = pytest.mark.timeout(600)
@@ -221,3 +221,52 @@ def test_a_damaged_history_file_is_told_once_on_the_page_with_where_it_was_kept(
         status_panel_text(again, "ready")
         assert "The chat history file was damaged" not in again.inner_text("body")
         again.context.close()
+
+
+def test_an_answer_cut_off_by_a_killed_app_shows_as_interrupted_with_regenerate(browser, real_model_dir, tmp_path):
+    """After kill -9 the answer was kept up to its last save and looked finished. The real small model: the tiny
+    random one often ends an answer before its first save (2 s)."""
+    data = tmp_path / "data"
+    for folder in ("data", "first", "second"):
+        (tmp_path / folder).mkdir()
+    first = LaunchedApp(real_model_dir, tmp_path / "first", "--data-dir", str(data), "--max-tokens", "3000")
+    try:
+        first.wait_http()
+        first.wait_ready()
+        page, _ = open_page(browser, first)
+        saved_mid_answer = ("select count(*) from steps where thread_id = ? and type = 'assistant_message' "
+                            "and data like '%\"partial\": true%'")
+        thread_id = None
+        for attempt in range(1, 6):  # the random model sometimes ends an answer before its first save: again
+            send(page, f"Write a very long story about a lighthouse keeper and the sea, take {attempt}.")
+            deadline = time.time() + 60
+            while thread_id is None:  # the one chat of this data folder, once its first message is stored
+                assert time.time() < deadline, "the chat was never stored"
+                found = rows(data / "chats.db", "select id from threads")
+                if found:
+                    thread_id = found[0][0]
+                else:
+                    time.sleep(0.1)
+            while not rows(data / "chats.db", saved_mid_answer, thread_id)[0][0]:  # a save while it streams
+                assert time.time() < deadline, "the growing answer was never saved"
+                if len(STATS_EN.findall(page.inner_text("body"))) == attempt:  # it ended first
+                    break
+                time.sleep(0.1)
+            else:
+                break
+        first.proc.kill()
+        first.proc.wait(10)
+        page.context.close()
+    finally:
+        first.kill()
+    assert rows(data / "chats.db", saved_mid_answer, thread_id) == [(1,)], "no answer was cut off mid-stream"
+    with running_app(real_model_dir, tmp_path / "second", "--data-dir", str(data), *FAST) as app:
+        page, _ = open_page(browser, app, f"/thread/{thread_id}")
+        page.get_by_text("interrupted: the app stopped before this answer was finished").wait_for(timeout=30000)
+        regenerate = page.get_by_role("button", name="Regenerate")
+        regenerate.wait_for(timeout=10000)
+        assert rows(data / "chats.db", saved_mid_answer, thread_id) == [(0,)]  # marked once, saved as such
+        regenerate.click()
+        wait_stats(page, 1)  # a whole new answer, with its stats line, in place of the cut-off one
+        assert "interrupted: the app stopped" not in page.inner_text("body")
+        page.context.close()
