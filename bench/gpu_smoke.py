@@ -24,11 +24,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-import psutil
-
-from app.orphan_guard import is_engine_process
-from bench.start_bench import alive, one_run
-from tests.helpers import ROOT, LaunchedApp
+from bench.start_bench import one_run
+from tests.helpers import ROOT, LaunchedApp, alive, engine_processes
 
 MIN_SPEEDUP = 3.0  # the compiled engine against the eager starting one (about 5x measured on an H200)
 MAX_EXIT_SECONDS = 5.0
@@ -78,8 +75,7 @@ def killed_run(model: Path, work: Path, timeout: float) -> dict[str, Any]:
         while app.readyz()[1].get("speed") not in ("full", "starting_only") and time.time() < deadline:
             time.sleep(0.1)
         run["full_speed_s"] = app.readyz()[1].get("full_speed_seconds")
-        engines = [p for p in psutil.Process(app.proc.pid).children(recursive=True)
-                   if is_engine_process(p.name(), " ".join(p.cmdline()))]
+        engines = engine_processes(app.proc.pid)
         app.proc.kill()
         app.proc.wait(10)
         deadline = time.time() + 10

@@ -28,7 +28,7 @@ from typing import Any, Optional
 import httpx
 import psutil
 
-from tests.helpers import LaunchedApp, get
+from tests.helpers import LaunchedApp, alive, get
 
 PROMPT = "Write a long story about a lighthouse keeper and the sea."
 LOG_LINE = re.compile(r"ERROR|Traceback|Exception|Error:|CRITICAL|failed|quick.start|starting engine|full.speed",
@@ -185,13 +185,6 @@ def one_run(model: str, work: Path, quick: Optional[str], cold: bool, max_tokens
         if "error" in result:
             result["output_tail"] = app.output()[-4000:]
     return result
-
-
-def alive(process: psutil.Process) -> bool:
-    try:
-        return process.is_running() and process.status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return False
 
 
 def step_times(run: dict[str, Any]) -> dict[int, float]:

@@ -157,6 +157,28 @@ class LaunchedApp:
             self.proc.wait(10)
 
 
+def alive(process: psutil.Process) -> bool:
+    """Running, and not a zombie (a killed process whose parent has not reaped it is gone for every purpose)."""
+    try:
+        return process.is_running() and process.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def engine_processes(pid: int) -> list[psutil.Process]:
+    """vLLM's processes (VLLM::EngineCore, VLLM::Worker, ...) below the process ``pid``."""
+    from app.orphan_guard import is_engine_process
+
+    found = []
+    for process in psutil.Process(pid).children(recursive=True):
+        try:
+            if is_engine_process(process.name(), " ".join(process.cmdline())):
+                found.append(process)
+        except psutil.NoSuchProcess:
+            pass
+    return found
+
+
 @contextlib.contextmanager
 def running_app(model_dir: Path, tmp: Path, *extra: str, env: Optional[dict] = None):
     """A launched app, ready to chat; stopped (and its children killed) afterwards."""

@@ -4,31 +4,12 @@ import threading
 import time
 
 import httpx
-import psutil
 import pytest
 
-from app.orphan_guard import FILES_PREFIX, is_engine_process
-from tests.helpers import LaunchedApp, get, metric_value
+from app.orphan_guard import FILES_PREFIX
+from tests.helpers import LaunchedApp, alive, engine_processes, get, metric_value
 
 pytestmark = pytest.mark.timeout(300)
-
-
-def engine_processes(pid: int) -> list[psutil.Process]:
-    found = []
-    for process in psutil.Process(pid).children(recursive=True):
-        try:
-            if is_engine_process(process.name(), " ".join(process.cmdline())):
-                found.append(process)
-        except psutil.NoSuchProcess:
-            pass
-    return found
-
-
-def alive(process: psutil.Process) -> bool:
-    try:
-        return process.is_running() and process.status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return False
 
 
 def long_answer(url: str) -> None:
