@@ -151,12 +151,12 @@ QUICK_CHECK_SECONDS = 5.0
 
 def sqlite_damage(file: Path, seconds: float = QUICK_CHECK_SECONDS) -> Optional[str]:
     """What PRAGMA quick_check finds wrong with the file, in one line; None when sound, or when the check ran
-    past ``seconds`` (logged). Opens the file read-only: nothing is created or changed."""
+    past ``seconds`` (logged). Opens the file read-only: nothing in it is changed."""
     import sqlite3
 
     deadline = time.monotonic() + seconds
     try:
-        with contextlib.closing(sqlite3.connect(f"{file.as_uri()}?mode=ro", uri=True)) as conn:
+        with contextlib.closing(sqlite3.connect(f"{file.resolve().as_uri()}?mode=ro", uri=True)) as conn:
             conn.set_progress_handler(lambda: time.monotonic() > deadline, 10_000)  # non-zero: interrupt
             rows = conn.execute("PRAGMA quick_check").fetchall()
     except sqlite3.OperationalError as err:  # interrupted, locked, cannot open: says nothing of damage
