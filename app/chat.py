@@ -35,6 +35,7 @@ from app.conversation import (
 )
 from app.engine import START_STEPS, EngineState, EngineStatus, Speed
 from app.errors import EngineUnavailable, PromptTooLongError, RequestRefused
+from app.history.writer import SLOW_SAVE_S
 from app.i18n import STARTERS, starting_engine_cost, t
 from app.login_guard import new_login_id
 from app.markdown_guard import limit_nesting
@@ -86,6 +87,9 @@ def status_markdown(rt: Runtime, language: str) -> str:
         lines.append(f"**{t(language, 'panel_speed')}:** {speed}")
     if status.restarts:
         lines.append(f"**{t(language, 'panel_restarts')}:** {status.restarts}")
+    waiting = _unsaved_seconds(rt)
+    if waiting:
+        lines.append(f"**{t(language, 'panel_history')}:** {t(language, 'history_waiting', seconds=waiting)}")
     download = _download_links(rt, language)
     if download:
         lines.append(download)
@@ -147,11 +151,17 @@ async def keep_status_fresh(rt: Runtime) -> None:
         current = (status.state, status.detail, status.restarts, status.speed,
                    int(time.time() - status.start_began_at) if status.starting or status.speed is Speed.STARTING
                    else None,
-                   (watch.peak or 0) >> 20 if watch else None, session.has_first_interaction)
+                   (watch.peak or 0) >> 20 if watch else None, session.has_first_interaction, _unsaved_seconds(rt))
         if current != shown:
             shown = current
             await show_status(rt)
         await asyncio.sleep(STATUS_REFRESH_SECONDS)
+
+
+def _unsaved_seconds(rt: Runtime) -> int:
+    """Whole seconds the oldest chat write has waited for the database, once past SLOW_SAVE_S; else 0."""
+    waited = rt.history.unsaved_seconds if rt.history is not None else 0.0
+    return int(waited) if waited > SLOW_SAVE_S else 0
 
 
 async def notice(text: str) -> cl.Message:

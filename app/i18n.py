@@ -20,8 +20,10 @@ STRINGS: dict[str, dict[str, str]] = {
         "settings_fixed": "Setting {name} = {value} is outside {low}..{high}; using {used}.",
         "status_title": "Status",
         "regenerate": "Regenerate",
-        "history_failing": "This chat is not being saved: the chat database cannot be written ({detail}). "
-                           "Answers still come; see the log file.",
+        "history_failing": "This chat is not saved yet: the chat database refuses writes ({detail}). They are "
+                           "kept in order and tried again until it takes them; answers still come. See the log file.",
+        "panel_history": "History",
+        "history_waiting": "not saved yet: waiting {seconds:.0f} s for the chat database, trying again",
         "too_many_waiting": "This chat already has {limit} answers running or waiting, so this message was not "
                             "answered. It stays in the chat: edit it to send it again when one has finished.",
         "sanitized": "Control characters were removed from your message.",
@@ -76,7 +78,10 @@ STRINGS: dict[str, dict[str, str]] = {
         "settings_fixed": "设置 {name} = {value} 超出范围 {low}..{high}；已使用 {used}。",
         "status_title": "状态",
         "regenerate": "重新生成",
-        "history_failing": "本对话未被保存：无法写入聊天数据库（{detail}）。回答仍会继续；详情见日志文件。",
+        "history_failing": "本对话尚未保存：聊天数据库拒绝写入（{detail}）。写入会按顺序保留并重试，直到成功；"
+                           "回答仍会继续。详情见日志文件。",
+        "panel_history": "聊天记录",
+        "history_waiting": "尚未保存：已等待聊天数据库 {seconds:.0f} 秒，正在重试",
         "too_many_waiting": "本对话已有 {limit} 个回答正在生成或排队，这条消息未被回答。"
                             "它仍保留在对话中：待其中一个完成后，可编辑它重新发送。",
         "sanitized": "已移除消息中的控制字符。",

@@ -28,6 +28,7 @@ from starlette.middleware.base import BaseHTTPMiddleware
 from app.engine import EngineState
 from app.errors import AuthenticationError, error_body
 from app.guards import install_guards
+from app.history.writer import SLOW_SAVE_S
 from app.orphan_guard import FILES_PREFIX
 from app.runtime import Runtime, set_current_runtime
 
@@ -104,7 +105,10 @@ def _history_state(rt: Runtime) -> str:
     store = rt.history
     if store is None:
         return "off"
-    return f"not saving: {store.last_error}" if store.write_failing else "saving"
+    if store.write_failing:
+        return f"not saving: {store.last_error}"
+    waited = store.unsaved_seconds
+    return f"waiting {waited:.0f} s for the database" if waited > SLOW_SAVE_S else "saving"
 
 
 def create_app(runtime: Runtime) -> FastAPI:

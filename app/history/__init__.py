@@ -34,6 +34,11 @@ class HistoryStore:
         return self.layer.writer.write_failing
 
     @property
+    def unsaved_seconds(self) -> float:
+        """How long the oldest write not yet in the database has waited (the page says so past a few seconds)."""
+        return self.layer.writer.unsaved_seconds
+
+    @property
     def last_error(self) -> Optional[str]:
         return self.layer.writer.last_error
 

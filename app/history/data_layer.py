@@ -12,10 +12,12 @@ for the element by the chat id the caller sent).
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import time
 import uuid
+from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any, Optional
 
 from chainlit.data.base import BaseDataLayer
@@ -41,6 +43,10 @@ MAX_SEARCH_CHARS = 1000  # a search is a few words; a pasted page is not one
 # How long the user's message may hold its answer back while it is stored; a slow or broken database
 # must not stop the chat (the write still completes, or is counted as failed, afterwards).
 STORE_BEFORE_ANSWER_TIMEOUT_S = 2.0
+# What a user's own action (delete, rename, feedback, the first login) waits for its write; other writes
+# (messages, titles, settings) are not waited for at all: they land in order, retried while the database refuses.
+USER_ACTION_WAIT_S = 10.0
+READ_AFTER_WRITES_S = 2.0
 
 
 def _dumps(value: Any) -> str:
@@ -115,8 +121,16 @@ class HistoryDataLayer(BaseDataLayer):
         return self._position
 
     # -- users -----------------------------------------------------------------------------------
-    async def get_user(self, identifier: str) -> Optional[PersistedUser]:
+    @contextlib.asynccontextmanager
+    async def _reading(self) -> AsyncIterator[AsyncConnection]:
+        """A connection for a read that sees this app's own writes: the queued ones land first, for a bounded
+        moment (a database that refuses writes must not hold the sidebar or a resumed chat for long)."""
+        await self.writer.settle(READ_AFTER_WRITES_S)
         async with self.engine.connect() as conn:
+            yield conn
+
+    async def get_user(self, identifier: str) -> Optional[PersistedUser]:
+        async with self._reading() as conn:
             row = (await conn.execute(select(users).where(users.c.identifier == identifier))).first()
         if row is None:
             return None
@@ -134,7 +148,7 @@ class HistoryDataLayer(BaseDataLayer):
                 await conn.execute(users.update().where(users.c.id == found.id)
                                    .values(metadata=_dumps(user.metadata or {})))
 
-        await self.writer.write(write, "saving the user")
+        await self.writer.write(write, "saving the user", wait=USER_ACTION_WAIT_S)
         return await self.get_user(user.identifier)
 
     async def _user_id(self, conn: AsyncConnection, identifier: str) -> Optional[str]:
@@ -143,7 +157,7 @@ class HistoryDataLayer(BaseDataLayer):
 
     # -- chats -----------------------------------------------------------------------------------
     async def get_thread_author(self, thread_id: str) -> str:
-        async with self.engine.connect() as conn:
+        async with self._reading() as conn:
             row = (await conn.execute(select(threads.c.user_identifier).where(threads.c.id == thread_id))).first()
         return (row.user_identifier or "") if row else ""
 
@@ -179,14 +193,16 @@ class HistoryDataLayer(BaseDataLayer):
                 values["tags"] = _dumps(list(tags))
             await conn.execute(threads.update().where(threads.c.id == thread_id).values(**values))
 
-        await self.writer.write(write, "saving the chat", raise_errors=name is not None and user_id is None)
+        renamed_by_user = name is not None and user_id is None  # the sidebar's rename: the page awaits it
+        await self.writer.write(write, "saving the chat", wait=USER_ACTION_WAIT_S if renamed_by_user else 0,
+                                raise_errors=renamed_by_user)
 
     async def delete_thread(self, thread_id: str) -> None:
         async def write(conn: AsyncConnection) -> None:
             # Messages, elements and feedback go with it (ON DELETE CASCADE, foreign keys on in SQLite).
             await conn.execute(delete(threads).where(threads.c.id == thread_id))
 
-        await self.writer.write(write, "deleting a chat", raise_errors=True)
+        await self.writer.write(write, "deleting a chat", wait=USER_ACTION_WAIT_S, raise_errors=True)
 
     def _thread_dict(self, row: Any, step_dicts: list[dict], element_dicts: list[dict]) -> ThreadDict:
         return ThreadDict(id=row.id, createdAt=row.created_at, name=row.name, userId=row.user_id,
@@ -216,7 +232,7 @@ class HistoryDataLayer(BaseDataLayer):
             query = query.where(exists().where(and_(steps.c.thread_id == threads.c.id,
                                                     feedbacks.c.step_id == steps.c.id,
                                                     feedbacks.c.value == filters.feedback)))
-        async with self.engine.connect() as conn:
+        async with self._reading() as conn:
             if pagination.cursor:
                 anchor = (await conn.execute(select(threads.c.updated_at, threads.c.id)
                                              .where(threads.c.id == pagination.cursor))).first()
@@ -235,7 +251,7 @@ class HistoryDataLayer(BaseDataLayer):
             data=data)
 
     async def get_thread(self, thread_id: str) -> Optional[ThreadDict]:
-        async with self.engine.connect() as conn:
+        async with self._reading() as conn:
             row = (await conn.execute(select(threads).where(threads.c.id == thread_id))).first()
             if row is None:
                 return None
@@ -313,7 +329,7 @@ class HistoryDataLayer(BaseDataLayer):
         """Store a message (and give its chat its owner) and wait for it, up to a short timeout: the
         user's message is stored before the engine answers (issue 12, item 7)."""
         await self.writer.write(self._step_write(step_dict, owner_user_id), "saving a message",
-                                timeout=STORE_BEFORE_ANSWER_TIMEOUT_S)
+                                wait=STORE_BEFORE_ANSWER_TIMEOUT_S)
 
     @queue_until_user_message()
     async def delete_step(self, step_id: str) -> None:
@@ -323,7 +339,7 @@ class HistoryDataLayer(BaseDataLayer):
         await self.writer.write(write, "deleting a message")
 
     async def get_favorite_steps(self, user_id: str) -> list[StepDict]:
-        async with self.engine.connect() as conn:
+        async with self._reading() as conn:
             rows = (await conn.execute(
                 select(steps.c.data).join(threads, steps.c.thread_id == threads.c.id)
                 .where(threads.c.user_id == user_id, steps.c.data.like('%"favorite": true%'))
@@ -356,7 +372,7 @@ class HistoryDataLayer(BaseDataLayer):
         await self.writer.write(write, "saving an element")
 
     async def get_element(self, thread_id: str, element_id: str) -> Optional[ElementDict]:
-        async with self.engine.connect() as conn:
+        async with self._reading() as conn:
             row = (await conn.execute(select(elements.c.data).where(elements.c.id == element_id,
                                                                     elements.c.thread_id == thread_id))).first()
         return _loads(row.data, None) if row else None
@@ -383,14 +399,14 @@ class HistoryDataLayer(BaseDataLayer):
             await conn.execute(feedbacks.insert().values(id=feedback_id, step_id=feedback.forId,
                                                          value=int(feedback.value), comment=feedback.comment))
 
-        await self.writer.write(write, "saving feedback", raise_errors=True)
+        await self.writer.write(write, "saving feedback", wait=USER_ACTION_WAIT_S, raise_errors=True)
         return feedback_id
 
     async def delete_feedback(self, feedback_id: str) -> bool:
         async def write(conn: AsyncConnection) -> None:
             await conn.execute(delete(feedbacks).where(feedbacks.c.id == feedback_id))
 
-        await self.writer.write(write, "deleting feedback", raise_errors=True)
+        await self.writer.write(write, "deleting feedback", wait=USER_ACTION_WAIT_S, raise_errors=True)
         return True
 
     # -- the rest of Chainlit's interface --------------------------------------------------------

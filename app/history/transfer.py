@@ -91,6 +91,9 @@ def read_export(path: Path) -> dict:
     return data
 
 
+IMPORT_WAIT_S = 60.0
+
+
 async def import_chat(layer: HistoryDataLayer, data: dict) -> bool:
     """Store one exported chat; False when a chat with its id is already there."""
     async def write(conn) -> bool:
@@ -124,7 +127,9 @@ async def import_chat(layer: HistoryDataLayer, data: dict) -> bool:
                                                         for_id=element.get("forId"), data=_dumps(element)))
         return True
 
-    return await layer.writer.write(write, "importing a chat", raise_errors=True)
+    # The command says what became of each chat, so it waits for each; a database locked by the running app is
+    # waited for as long as that takes to clear, within a bound.
+    return await layer.writer.write(write, "importing a chat", wait=IMPORT_WAIT_S, raise_errors=True)
 
 
 def run_transfer(action: str, location: Optional[DatabaseLocation], out: Path, fmt: str, files: list[str]) -> int:

@@ -52,7 +52,7 @@ def test_answers_come_and_failures_are_counted_when_the_database_is_read_only(ti
         assert "prompt" in answer
         # The page says so once, and /readyz tells it (the app stays ready: answers come).
         shown = [data.get("output", "") for name, data in events if name == "new_message" and isinstance(data, dict)]
-        assert sum("This chat is not being saved" in text for text in shown) == 1, shown
+        assert sum("This chat is not saved yet" in text for text in shown) == 1, shown
         code, ready = app.readyz()
         assert code == 200 and ready["history"].startswith("not saving: "), ready
         errors = metric_value(get(app.url + "/metrics")[1], "ernie_chat_history_write_errors_total")

@@ -397,8 +397,25 @@ def test_a_full_speed_engine_that_fails_is_told_in_the_terminal_readyz_panel_and
     readyz = host.status.to_dict()
     assert readyz["speed"] == "starting_only" and readyz["speed_reason"] == "KeyError: 'torch'"
     assert metrics.registry.get_sample_value("ernie_chat_full_speed_engine_failures_total") == 1
-    runtime = SimpleNamespace(host=host, plan=plan, gpu=None, gpu_memory=None, max_model_len=32768)
+    runtime = SimpleNamespace(host=host, plan=plan, gpu=None, gpu_memory=None, max_model_len=32768, history=None)
     assert ("**Speed:** starting engine only (eager, about 5x slower): the full-speed engine did not start: "
             "KeyError: 'torch' (see the log)") in status_markdown(runtime, "en-US")
     assert "**速度:** 仅启动引擎（eager，约慢 5 倍）：全速引擎未能启动：KeyError: 'torch'（详见日志）" in \
         status_markdown(runtime, "zh-CN")
+
+
+def test_the_panel_says_when_chats_wait_for_the_database(monkeypatch):
+    """Writes the database refuses are kept and retried; past a few seconds the panel says so, in both languages."""
+    from types import SimpleNamespace
+
+    from app.chat import status_markdown
+    from app.engine import EngineStatus
+
+    history = SimpleNamespace(unsaved_seconds=12.4)
+    runtime = SimpleNamespace(host=SimpleNamespace(status=EngineStatus()), plan=PLAN, gpu=None, gpu_memory=None,
+                              max_model_len=4096, history=history)
+    assert "**History:** not saved yet: waiting 12 s for the chat database, trying again" in \
+        status_markdown(runtime, "en-US")
+    assert "**聊天记录:** 尚未保存：已等待聊天数据库 12 秒，正在重试" in status_markdown(runtime, "zh-CN")
+    history.unsaved_seconds = 1.0  # a moment's wait is normal: nothing said
+    assert "History" not in status_markdown(runtime, "en-US")

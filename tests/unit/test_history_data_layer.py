@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+import time
 import uuid
 
 import pytest
@@ -13,6 +14,7 @@ from sqlalchemy import func, select
 
 from app.errors import HistoryDatabaseError
 from app.history import HistoryStore, prepare_database
+from app.history.data_layer import STORE_BEFORE_ANSWER_TIMEOUT_S
 from app.history.database import DatabaseLocation
 from app.history.schema import SCHEMA_VERSION, elements, meta, steps, threads
 from tests.postgres import create_database, postgres_server
@@ -60,6 +62,7 @@ async def start_chat(store: HistoryStore, identifier: str, first: str) -> tuple[
     thread_id = str(uuid.uuid4())
     await layer.create_step(message(thread_id, first))
     await layer.update_thread(thread_id, name=first, user_id=user.id, metadata={"chat_settings": {"top_p": 0.5}})
+    await layer.writer.drain()  # the writes are queued, not awaited: landed, for tests that read the tables
     return user.id, thread_id
 
 
@@ -248,32 +251,50 @@ def test_a_newer_schema_is_refused_and_left_untouched(location):
     assert asyncio.run(version()) == str(SCHEMA_VERSION + 1)
 
 
-def test_a_database_that_cannot_be_written_counts_errors_and_never_raises(location):
-    # What a read-only file or a full disk does to a write, made real without root-only tricks: on
-    # SQLite PRAGMA query_only (SQLITE_READONLY), on PostgreSQL a read-only transaction default.
+def test_writes_a_database_refuses_are_counted_retried_and_land_in_order_once_it_takes_them(location):
+    # What a read-only file, a full disk or a lock held by another program does to a write, made real without
+    # root-only tricks: on SQLite PRAGMA query_only (SQLITE_READONLY), on PostgreSQL a read-only default.
+    # Nothing waits for the refused writes; when the database takes writes again, all of them land, in order.
     errors = []
 
     async def body(store):
-        store.layer.writer.on_error = lambda: errors.append(1)
+        writer = store.layer.writer
+        writer.on_error = lambda: errors.append(1)
         user = await store.layer.create_user(User(identifier="alice"))
         init_http_context(user=user)
         if location.sqlite_file:
             from sqlalchemy import event
 
-            event.listen(store.layer.engine.sync_engine, "connect",
-                         lambda dbapi, _rec: dbapi.cursor().execute("PRAGMA query_only=1"))
+            def read_only(dbapi, _record):
+                dbapi.cursor().execute("PRAGMA query_only=1")
+
+            event.listen(store.layer.engine.sync_engine, "connect", read_only)
         else:  # what an administrator does to put a database in read-only mode
             async with store.layer.engine.begin() as conn:
                 name = (await conn.exec_driver_sql("select current_database()")).scalar()
                 await conn.exec_driver_sql(f'ALTER DATABASE "{name}" SET default_transaction_read_only = on')
         await store.layer.engine.dispose()  # new connections get the setting
-        await store.layer.create_step(message("t1", "lost"))
-        await store.layer.store_now(message("t1", "lost too"), user.id)
-        return store.write_failing, store.last_error
+        started = time.monotonic()
+        await store.layer.create_step(message("t1", "first", created="2026-12-03T10:00:00.000Z"))
+        await store.layer.store_now(message("t1", "second", created="2026-12-03T10:00:01.000Z"), user.id)
+        waited = time.monotonic() - started  # only store_now's bounded wait
+        while writer.unsaved_seconds < 0.5:  # the first write is being retried
+            await asyncio.sleep(0.05)
+        refused = (writer.write_failing, writer.last_error, len(errors))
+        if location.sqlite_file:
+            event.remove(store.layer.engine.sync_engine, "connect", read_only)
+        else:
+            async with store.layer.engine.begin() as conn:
+                await conn.exec_driver_sql("SET TRANSACTION READ WRITE")
+                await conn.exec_driver_sql(f'ALTER DATABASE "{name}" SET default_transaction_read_only = off')
+        await store.layer.engine.dispose()
+        await writer.drain()
+        return waited, refused, writer.write_failing, await store.layer.get_thread("t1")
 
-    failing, error = run_with_store(location, body)
-    assert failing and errors == [1, 1]
-    assert "read" in error.lower()
+    waited, (failing, error, counted), failing_after, thread = run_with_store(location, body)
+    assert failing and counted == 1 and "read" in error.lower()
+    assert waited < STORE_BEFORE_ANSWER_TIMEOUT_S + 0.5  # never longer than the user's message may wait
+    assert not failing_after and [s["output"] for s in thread["steps"]] == ["first", "second"]
 
 
 def test_a_corrupt_sqlite_file_is_moved_aside_and_a_fresh_one_started(tmp_path):

@@ -258,7 +258,7 @@ def test_status_panel_names_the_remote_server_instead_of_a_card():
     plan = plan_remote(EngineSettings(_env_file=None), "http://gpu-box:8000/v1")
     plan.engine_args["max_model_len"] = 2048  # as the server said
     runtime = SimpleNamespace(host=SimpleNamespace(status=EngineStatus(), plan=plan), plan=plan, gpu=None,
-                              gpu_memory=None, max_model_len=2048)
+                              gpu_memory=None, max_model_len=2048, history=None)
     assert "**Remote vLLM server:** http://gpu-box:8000/v1" in status_markdown(runtime, "en-US")
     assert "**远程 vLLM 服务:** http://gpu-box:8000/v1" in status_markdown(runtime, "zh-CN")
 

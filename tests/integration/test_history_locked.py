@@ -1,0 +1,92 @@
+"""Another program holds the chat database locked (BEGIN EXCLUSIVE) while chats answer: the answers come at
+their usual pace, /readyz says the chats are not saved yet, and once the lock is gone every message and every
+chat title lands, in order. Before, each first answer waited out the lock (44.5 s of 45) and titles were lost."""
+from __future__ import annotations
+
+import asyncio
+import json
+import sqlite3
+import threading
+import time
+import uuid
+
+import httpx
+import pytest
+
+from tests.helpers import running_app
+from tests.integration.test_history_isolation import socket_connect
+
+pytestmark = pytest.mark.timeout(600)
+LOCK_SECONDS = 20  # past SQLite's 10 s busy timeout, so writes fail and are tried again
+CHATS = 4
+
+
+async def one_chat(app, client: httpx.Client, thread_id: str, text: str) -> float:
+    """Send one message; seconds until its answer is complete on the socket."""
+    events: list = []
+    sio = await socket_connect(app, client, thread_id, events)
+    try:
+        started = time.monotonic()
+        await sio.emit("client_message", {"message": {
+            "id": str(uuid.uuid4()), "threadId": thread_id, "type": "user_message", "name": "local",
+            "output": text, "createdAt": "2026-12-04T10:00:00.000Z"}, "fileReferences": []})
+        while time.monotonic() - started < 120:
+            if any(name in ("new_message", "update_message") and isinstance(data, dict)
+                   and data.get("type") == "assistant_message" and "prompt" in (data.get("output") or "")
+                   for name, data in events):
+                return time.monotonic() - started
+            await asyncio.sleep(0.1)
+        raise AssertionError(f"no answer; events: {[e for e, _ in events][-10:]}")
+    finally:
+        await sio.disconnect()
+
+
+def test_chats_answer_through_a_locked_database_and_nothing_is_lost(tiny_model_dir, tmp_path):
+    data = tmp_path / "data"
+    with running_app(tiny_model_dir, tmp_path, "--data-dir", str(data), "--max-tokens", "16") as app:
+        client = httpx.Client(base_url=app.url, timeout=30)
+        client.get("/")  # the page logs the local user in (a cookie), before the lock
+        locked, release = threading.Event(), threading.Event()
+
+        def hold_the_lock():
+            with sqlite3.connect(data / "chats.db", isolation_level=None) as conn:
+                conn.execute("BEGIN EXCLUSIVE")
+                locked.set()
+                release.wait(LOCK_SECONDS)
+                conn.execute("COMMIT")
+
+        holder = threading.Thread(target=hold_the_lock)
+        holder.start()
+        assert locked.wait(10)
+        threads = [str(uuid.uuid4()) for _ in range(CHATS)]
+
+        async def chats():
+            return await asyncio.gather(*(one_chat(app, client, tid, f"question {i}") for i, tid in enumerate(threads)))
+
+        answer_seconds = asyncio.run(chats())
+        waiting = app.readyz()[1]["history"]
+        release.set()
+        holder.join()
+        # The answers did not wait for the lock (only the user's message waits, up to 2 s, to be stored).
+        assert max(answer_seconds) < 8, answer_seconds
+        assert waiting.startswith(("not saving: ", "waiting ")), waiting
+
+        deadline = time.time() + 60
+        while True:  # once the lock is gone, the queued writes land
+            with sqlite3.connect(data / "chats.db") as conn:
+                named = conn.execute("select count(*) from threads where name like 'question %'").fetchone()[0]
+            if named == CHATS or time.time() > deadline:
+                break
+            time.sleep(0.2)
+        with sqlite3.connect(data / "chats.db") as conn:
+            for i, tid in enumerate(threads):
+                name = conn.execute("select name from threads where id = ?", (tid,)).fetchone()
+                stored = [(kind, json.loads(data)["output"]) for kind, data in conn.execute(
+                    "select type, data from steps where thread_id = ? and type like '%message' "
+                    "order by created_at, position", (tid,))]
+                # the question first, then its finished answer (with its stats line) and the page's notice
+                assert name == (f"question {i}",) and stored[0] == ("user_message", f"question {i}"), stored
+                assert [kind for kind, text in stored[1:] if "prompt" in text] == ["assistant_message"], stored
+        assert app.readyz()[1]["history"] == "saving"
+        assert "chat history is being saved again" in app.log_file.read_text()
+        client.close()
