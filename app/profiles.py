@@ -4,7 +4,7 @@
 of simulated cards (tests/unit/test_profiles.py). On a GPU it makes six decisions, one function each
 (dtype, CUDA graphs, KV dtype, KV budget and context, concurrency, memory share), each returning its
 value and its reason. The numbers it uses were measured on an H200 with the real ERNIE-4.5-0.3B-PT shape
-(docs/benchmarks.md, ../shared/gpu/README.md): weights 0.73 GiB, activations 0.21, non-torch 0.22,
+(docs/benchmarks.md): weights 0.73 GiB, activations 0.21, non-torch 0.22,
 CUDA graphs 0.22; KV cache 18.4 KB per token.
 
 ``tutorial-*`` profiles run the tutorial's own command lines instead (app/tutorial_lines.py).
@@ -104,7 +104,7 @@ class EnginePlan:
         }
 
 
-# Measured on an H200 (../shared/gpu/README.md); the activation peak scales with the batch token budget,
+# Measured on an H200 (docs/benchmarks.md); the activation peak scales with the batch token budget,
 # which we leave at vLLM's default.
 ACTIVATION_BYTES = int(0.21 * GIB)
 NON_TORCH_BYTES = int(0.22 * GIB)
@@ -408,7 +408,7 @@ def _kv_dtype(settings: EngineSettings, gpu: GpuInfo) -> Choice:
 
 
 # engine_bench on an H200 (docs/benchmarks.md), aggregate decode of 12 concurrent chats
-GRAPH_BATCH_MEASURED = "12 chats on an H200: 2,137-2,742 tok/s at max_num_seqs 12, 4,875-6,275 at 16"
+GRAPH_BATCH_MEASURED = "12 chats on an H200: 2,137-2,742 tok/s at max_num_seqs 12, 3,650-6,275 at 16"
 
 
 def decode_graph_batch(chats: int) -> int:

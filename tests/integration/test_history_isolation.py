@@ -9,6 +9,7 @@ import json
 import sqlite3
 import time
 import uuid
+from collections.abc import Callable
 
 import httpx
 import pytest
@@ -38,6 +39,38 @@ async def socket_connect(app, client: httpx.Client, thread_id: str, events: list
                             "userEnv": "{}"}, wait_timeout=20)
     await sio.emit("connection_successful")
     return sio
+
+
+def finished_answer(events: list) -> str | None:
+    """The text of the first finished answer among the socket's events (it ends with its stats line)."""
+    for name, data in events:
+        if (name in ("new_message", "update_message") and isinstance(data, dict)
+                and data.get("type") == "assistant_message" and "prompt" in (data.get("output") or "")):
+            return data["output"]
+    return None
+
+
+async def answer_over_socket(app, client: httpx.Client, thread_id: str, text: str, events: list,
+                             also: Callable[[list], bool] = lambda events: True) -> tuple[float, str]:
+    """Send one message as the page does; seconds until its answer is finished, and the answer. ``also``: what
+    else the events must hold before the socket closes (a notice that follows the answer)."""
+    sio = await socket_connect(app, client, thread_id, events)
+    try:
+        started = time.monotonic()
+        await sio.emit("client_message", {"message": {
+            "id": str(uuid.uuid4()), "threadId": thread_id, "type": "user_message", "name": "local",
+            "output": text, "createdAt": "2026-12-04T10:00:00.000Z"}, "fileReferences": []})
+        seconds = None
+        while time.monotonic() - started < 120:
+            answer = finished_answer(events)
+            if answer is not None and seconds is None:
+                seconds = time.monotonic() - started
+            if answer is not None and also(events):
+                return seconds, answer
+            await asyncio.sleep(0.1)
+        raise AssertionError(f"no answer; events: {[e for e, _ in events][-10:]}")
+    finally:
+        await sio.disconnect()
 
 
 async def alice_chats(app, client: httpx.Client, thread_id: str) -> None:

@@ -14,31 +14,11 @@ import httpx
 import pytest
 
 from tests.helpers import running_app
-from tests.integration.test_history_isolation import socket_connect
+from tests.integration.test_history_isolation import answer_over_socket
 
 pytestmark = pytest.mark.timeout(600)
 LOCK_SECONDS = 20  # past SQLite's 10 s busy timeout, so writes fail and are tried again
 CHATS = 4
-
-
-async def one_chat(app, client: httpx.Client, thread_id: str, text: str) -> float:
-    """Send one message; seconds until its answer is complete on the socket."""
-    events: list = []
-    sio = await socket_connect(app, client, thread_id, events)
-    try:
-        started = time.monotonic()
-        await sio.emit("client_message", {"message": {
-            "id": str(uuid.uuid4()), "threadId": thread_id, "type": "user_message", "name": "local",
-            "output": text, "createdAt": "2026-12-04T10:00:00.000Z"}, "fileReferences": []})
-        while time.monotonic() - started < 120:
-            if any(name in ("new_message", "update_message") and isinstance(data, dict)
-                   and data.get("type") == "assistant_message" and "prompt" in (data.get("output") or "")
-                   for name, data in events):
-                return time.monotonic() - started
-            await asyncio.sleep(0.1)
-        raise AssertionError(f"no answer; events: {[e for e, _ in events][-10:]}")
-    finally:
-        await sio.disconnect()
 
 
 def test_chats_answer_through_a_locked_database_and_nothing_is_lost(tiny_model_dir, tmp_path):
@@ -61,9 +41,10 @@ def test_chats_answer_through_a_locked_database_and_nothing_is_lost(tiny_model_d
         threads = [str(uuid.uuid4()) for _ in range(CHATS)]
 
         async def chats():
-            return await asyncio.gather(*(one_chat(app, client, tid, f"question {i}") for i, tid in enumerate(threads)))
+            return await asyncio.gather(*(answer_over_socket(app, client, tid, f"question {i}", [])
+                                          for i, tid in enumerate(threads)))
 
-        answer_seconds = asyncio.run(chats())
+        answer_seconds = [seconds for seconds, _ in asyncio.run(chats())]
         waiting = app.readyz()[1]["history"]
         release.set()
         holder.join()

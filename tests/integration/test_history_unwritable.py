@@ -6,7 +6,6 @@ The database is opened read-only by SQLite itself (``?mode=ro``): every write fa
 from __future__ import annotations
 
 import asyncio
-import time
 import uuid
 
 import httpx
@@ -15,29 +14,14 @@ import pytest
 from app.history import prepare_database
 from app.history.database import DatabaseLocation
 from tests.helpers import get, metric_value, running_app
-from tests.integration.test_history_isolation import socket_connect
+from tests.integration.test_history_isolation import answer_over_socket
 
 pytestmark = pytest.mark.timeout(600)
 
 
-async def chat_and_wait_for_answer(app, client: httpx.Client, events: list) -> str:
-    thread_id = str(uuid.uuid4())
-    sio = await socket_connect(app, client, thread_id, events)
-    try:
-        await sio.emit("client_message", {"message": {
-            "id": str(uuid.uuid4()), "threadId": thread_id, "type": "user_message", "name": "local",
-            "output": "is anyone saving this?", "createdAt": "2026-12-03T10:00:00.000Z"}, "fileReferences": []})
-        deadline = time.time() + 120
-        while time.time() < deadline:
-            for name, data in events:
-                if (name in ("new_message", "update_message") and isinstance(data, dict)
-                        and data.get("type") == "assistant_message" and "prompt" in (data.get("output") or "")):
-                    await asyncio.sleep(1)  # the page's one warning follows the answer
-                    return data["output"]
-            await asyncio.sleep(0.2)
-        raise AssertionError(f"no answer; events: {[e for e, _ in events][-10:]}")
-    finally:
-        await sio.disconnect()
+def notice_shown(events: list) -> bool:
+    return any(name == "new_message" and isinstance(data, dict)
+               and "This chat is not saved yet" in data.get("output", "") for name, data in events)
 
 
 def test_answers_come_and_failures_are_counted_when_the_database_is_read_only(tiny_model_dir, tmp_path):
@@ -48,7 +32,8 @@ def test_answers_come_and_failures_are_counted_when_the_database_is_read_only(ti
         client = httpx.Client(base_url=app.url, timeout=30)
         client.get("/")  # the page logs the local user in (a cookie)
         events: list = []
-        answer = asyncio.run(chat_and_wait_for_answer(app, client, events))
+        _, answer = asyncio.run(answer_over_socket(app, client, str(uuid.uuid4()), "is anyone saving this?", events,
+                                                   also=notice_shown))  # the page's one warning follows the answer
         assert "prompt" in answer
         # The page says so once, and /readyz tells it (the app stays ready: answers come).
         shown = [data.get("output", "") for name, data in events if name == "new_message" and isinstance(data, dict)]
