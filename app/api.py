@@ -2,8 +2,9 @@
 
 It follows the chat UI's rules (app/conversation.py: cleaning, the model's sampling defaults and bounds,
 context fitting) and its path (the fair queue, the engine host), so scripts, the soak test and OpenAI
-clients see what the UI sees. It speaks what the `openai` package expects (tested with that client,
-streamed and not). Bad input is a 400 with one line; an engine that is not ready is a 503; every error
+clients see what the UI sees. Its answers are the `openai` package's own types (ChatCompletion,
+ChatCompletionChunk, Model), so they have the shape that package's client reads (tested with it, streamed and
+not). Bad input is a 400 with one line; an engine that is not ready is a 503; every error
 has the body of app/errors.py. The auth token, when set, is required here too (app/server.py).
 """
 from __future__ import annotations
@@ -14,19 +15,30 @@ import time
 import uuid
 from collections.abc import AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel, Field, ValidationError
 
-from app.conversation import ChatTemplate, FittedPrompt, chat_defaults, clean_message, fit_to_context
+from app.conversation import (
+    ChatTemplate,
+    FittedPrompt,
+    answer_sampling,
+    chat_defaults,
+    clean_message,
+    fit_to_context,
+)
+from app.engine_protocol import Sampling
 from app.errors import BadRequestError, EngineUnavailable, ErnieChatError, error_body
 from app.runtime import Runtime
-from app.settings import SAMPLING_BOUNDS
+from app.settings import API_SAMPLING_BOUNDS
+
+if TYPE_CHECKING:
+    from openai.types import CompletionUsage
 
 MODEL_ID = "ernie-chat"
-_T, _P, _N = (SAMPLING_BOUNDS[k] for k in ("temperature", "top_p", "max_tokens"))
+_T, _P, _N = (API_SAMPLING_BOUNDS[k] for k in ("temperature", "top_p", "max_tokens"))
 
 
 class ChatMessage(BaseModel):
@@ -73,14 +85,17 @@ def parse_request(body: Any, max_messages: int) -> ChatRequest:
 def build_router() -> APIRouter:
     router = APIRouter(prefix="/v1")
     # Prompt building runs here, off the threads that serve the pages and other requests: a large
-    # request waits its turn instead of holding up everyone else's (issue 16: six such requests once
-    # held a plain "hi" for 40 s).
+    # request waits its turn instead of holding up everyone else's (docs/security.md, row 1: long chats
+    # through /v1).
     prompt_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="v1-prompts")
 
     @router.get("/models")
     async def models() -> dict:
-        return {"object": "list", "data": [{"id": MODEL_ID, "object": "model", "created": 0,
-                                            "owned_by": "ernie-chat"}]}
+        from openai.types import Model  # see _completion for why here
+
+        # The list around the models has no type of its own in `openai` (its client pages through "data").
+        model = Model(id=MODEL_ID, object="model", created=0, owned_by="ernie-chat")
+        return {"object": "list", "data": [model.model_dump()]}
 
     @router.post("/chat/completions")
     async def chat_completions(request: Request):
@@ -88,39 +103,36 @@ def build_router() -> APIRouter:
         try:
             try:
                 raw = await request.json()
-            except RecursionError:  # deeply nested JSON: one line, not a plain-text 500 (issue 16)
+            except RecursionError:  # deeply nested JSON: one line, not a plain-text 500 (docs/security.md, row 3b)
                 raise BadRequestError("body: JSON nested too deeply (maximum recursion depth)") from None
             except ValueError as err:
                 raise BadRequestError(f"body: not valid JSON ({err})") from None
             body = parse_request(raw, rt.settings.chat.max_request_messages)
             if not rt.host.ready:
                 raise EngineUnavailable(f"engine not ready: {rt.host.status.state.value}")
-            fitted, params = await _prompt(rt, body, prompt_thread)
+            fitted, sampling = await _prompt(rt, body, prompt_thread)
         except ErnieChatError as err:
             return error_response(err)
         completion_id = f"chatcmpl-{uuid.uuid4().hex}"
         rt.metrics.messages.inc()
         if body.stream:
             usage = bool(body.stream_options and body.stream_options.include_usage)
-            return StreamingResponse(_stream(rt, fitted, params, completion_id, usage),
+            return StreamingResponse(_stream(rt, fitted, sampling, completion_id, usage),
                                      media_type="text/event-stream")
         parts, tokens, reason = [], 0, None
         try:
-            async for delta in rt.host.stream(fitted.token_ids, params):
+            async for delta in rt.host.stream(fitted.token_ids, sampling):
                 parts.append(delta.text)
                 tokens += delta.new_tokens
                 reason = delta.finish_reason or reason
         except ErnieChatError as err:
             return error_response(err)
-        return {"id": completion_id, "object": "chat.completion", "created": int(time.time()), "model": MODEL_ID,
-                "choices": [{"index": 0, "message": {"role": "assistant", "content": "".join(parts)},
-                             "finish_reason": reason}],
-                "usage": _usage(fitted, tokens), "ernie_chat": {"dropped_messages": fitted.dropped_messages}}
+        return _completion(completion_id, fitted, "".join(parts), tokens, reason)
 
     return router
 
 
-async def _prompt(rt: Runtime, body: ChatRequest, pool: ThreadPoolExecutor) -> tuple[FittedPrompt, dict[str, Any]]:
+async def _prompt(rt: Runtime, body: ChatRequest, pool: ThreadPoolExecutor) -> tuple[FittedPrompt, Sampling]:
     """The request's prompt and sampling, by the chat UI's rules (defaults from the model's generation_config)."""
     chat = rt.settings.chat
     messages = [{"role": m.role, "content": clean_message(m.content).text} for m in body.messages]
@@ -134,36 +146,63 @@ async def _prompt(rt: Runtime, body: ChatRequest, pool: ThreadPoolExecutor) -> t
     fitted = await asyncio.get_running_loop().run_in_executor(
         pool, fit_to_context, system, turns[:-1], turns[-1]["content"], rt.max_model_len,
         body.max_tokens or defaults["max_tokens"], ChatTemplate(rt.tokenizer))
-    params = {"temperature": defaults["temperature"] if body.temperature is None else body.temperature,
-              "top_p": defaults["top_p"] if body.top_p is None else body.top_p, "max_tokens": fitted.max_tokens}
-    if body.seed is not None:
-        params["seed"] = body.seed
-    return fitted, params
+    return fitted, answer_sampling(body.model_dump(include={"temperature", "top_p", "seed"}), defaults, fitted)
 
 
-def _usage(fitted: FittedPrompt, tokens: int) -> dict[str, int]:
+# The answers are built with the `openai` package's types, unvalidated (model_construct): the finish reason goes
+# out as the engine gave it, and vLLM also says "abort", "error" or "repetition", which those types' Literal lacks
+# (their client reads them all the same). Only the fields set are sent, as before. The package is imported on
+# the first /v1 request, not with the server: it takes ~0.3 s to import, which a start for the UI need not pay.
+
+
+def _usage(fitted: FittedPrompt, tokens: int) -> CompletionUsage:
+    from openai.types import CompletionUsage
+
     prompt = len(fitted.token_ids)
-    return {"prompt_tokens": prompt, "completion_tokens": tokens, "total_tokens": prompt + tokens}
+    return CompletionUsage(prompt_tokens=prompt, completion_tokens=tokens, total_tokens=prompt + tokens)
 
 
-async def _stream(rt: Runtime, fitted: FittedPrompt, params: dict[str, Any], completion_id: str,
+def _completion(completion_id: str, fitted: FittedPrompt, text: str, tokens: int,
+                finish_reason: Optional[str]) -> dict[str, Any]:
+    from openai.types.chat import ChatCompletion, ChatCompletionMessage
+    from openai.types.chat.chat_completion import Choice
+
+    message = ChatCompletionMessage.model_construct(role="assistant", content=text)
+    completion = ChatCompletion.model_construct(
+        id=completion_id, object="chat.completion", created=int(time.time()), model=MODEL_ID,
+        choices=[Choice.model_construct(index=0, message=message, finish_reason=finish_reason)],
+        usage=_usage(fitted, tokens),
+        ernie_chat={"dropped_messages": fitted.dropped_messages})  # ours: old messages left out to fit
+    return completion.model_dump(exclude_unset=True)
+
+
+async def _stream(rt: Runtime, fitted: FittedPrompt, sampling: Sampling, completion_id: str,
                   include_usage: bool) -> AsyncIterator[str]:
+    from openai.types.chat import ChatCompletionChunk
+    from openai.types.chat.chat_completion_chunk import Choice as ChunkChoice
+    from openai.types.chat.chat_completion_chunk import ChoiceDelta
+
     created = int(time.time())
 
-    def chunk(choices: list, **extra: Any) -> str:
-        return _sse({"id": completion_id, "object": "chat.completion.chunk", "created": created, "model": MODEL_ID,
-                     "choices": choices, **extra})
+    def chunk(choices: list[ChunkChoice], usage: Optional[CompletionUsage] = None) -> str:
+        extra = {} if usage is None else {"usage": usage}  # only the last chunk, when asked for, has usage
+        return _sse(ChatCompletionChunk.model_construct(id=completion_id, object="chat.completion.chunk",
+                                                        created=created, model=MODEL_ID, choices=choices,
+                                                        **extra).model_dump(exclude_unset=True))
 
-    yield chunk([{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}])
+    def choice(delta: ChoiceDelta, finish_reason: Optional[str]) -> ChunkChoice:
+        return ChunkChoice.model_construct(index=0, delta=delta, finish_reason=finish_reason)
+
+    yield chunk([choice(ChoiceDelta.model_construct(role="assistant", content=""), None)])
     tokens = 0
     try:
-        async for delta in rt.host.stream(fitted.token_ids, params):
+        async for delta in rt.host.stream(fitted.token_ids, sampling):
             tokens += delta.new_tokens
             if delta.text or delta.finished:
-                yield chunk([{"index": 0, "delta": {"content": delta.text} if delta.text else {},
-                              "finish_reason": delta.finish_reason}])
+                text = {"content": delta.text} if delta.text else {}
+                yield chunk([choice(ChoiceDelta.model_construct(**text), delta.finish_reason)])
     except ErnieChatError as err:
         yield _sse(error_body(err))
     if include_usage:  # OpenAI's shape: a last chunk with no choices and the request's usage
-        yield chunk([], usage=_usage(fitted, tokens))
+        yield chunk([], _usage(fitted, tokens))
     yield "data: [DONE]\n\n"

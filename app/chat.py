@@ -12,20 +12,26 @@ the deleted turns: "prompt 121 tokens" for a one-turn page).
 from __future__ import annotations
 
 import asyncio
-import hmac
 import logging
 import time
-import uuid
 from collections.abc import Coroutine
 from typing import Any, Optional
 
 import chainlit as cl
 from chainlit.input_widget import Slider, TextInput
 
+from app.branding import APP_NAME
+from app.chainlit_internals import (
+    forget_chat_contexts_of_closed_sessions,
+    make_stoppable,
+    remove_chainlits_stop_message,
+    save_session_now,
+)
 from app.chat_history import install_history, store_before_answer
 from app.conversation import (
     ChatTemplate,
     Message,
+    answer_sampling,
     chat_defaults,
     clamp_sampling,
     clean_message,
@@ -33,18 +39,21 @@ from app.conversation import (
     max_tokens_cap,
     stats_line_values,
 )
-from app.engine import START_STEPS, EngineState, EngineStatus, Speed
+from app.documents.attach import configure_uploads, read_documents, relink_resumed_files
+from app.documents.prompt import DOCUMENTS, Fit, apply, documents_of, fit_documents, render_turn
+from app.engine_protocol import Sampling
+from app.engine_status import EngineState
 from app.errors import EngineUnavailable, PromptTooLongError, RequestRefused
-from app.history.writer import SLOW_SAVE_S
-from app.i18n import STARTERS, starting_engine_cost, t
-from app.login_guard import new_login_id
-from app.markdown_guard import limit_nesting
+from app.history.presets import PresetStore
+from app.i18n import STARTERS, t
+from app.markdown_nesting import limit_nesting
+from app.preset_commands import is_preset_command, offer_presets, run_preset_command
 from app.runtime import Runtime, current_runtime
 from app.settings import SAMPLING_BOUNDS
+from app.status_panel import SHOW_STATUS_MESSAGE, engine_state_text, keep_status_fresh, show_status
 
 log = logging.getLogger("ernie_chat.chat")
 WAIT_FOR_ENGINE_SECONDS = 600.0
-STATUS_REFRESH_SECONDS = 1.0
 # What a message of ours is, kept in its metadata (saved with the chat): only answers go back into prompts.
 KIND_ANSWER, KIND_NOTICE = "answer", "notice"
 PARTIAL = "partial"  # in an answer's metadata while it is being written (see _save_so_far)
@@ -65,105 +74,6 @@ def _answer_cap(rt: Runtime) -> int:
     return max_tokens_cap(rt.max_model_len)
 
 
-def status_markdown(rt: Runtime, language: str) -> str:
-    status = rt.host.status
-    gpu = rt.gpu
-    if rt.plan.device == "remote":  # the card is the server's; say where the answers come from
-        where = f"**{t(language, 'panel_remote')}:** {rt.plan.engine_args.get('remote_url')}"
-    else:
-        where = f"**{t(language, 'panel_card')}:** {gpu.name if gpu else 'CPU'}"
-    lines = [
-        where,
-        f"**{t(language, 'panel_profile')}:** {rt.plan.profile}",
-        f"**{t(language, 'panel_engine')}:** {status.state.value}" + (f" — {status.detail}" if status.detail else "")
-        + (f"  \n{start_progress_line(status, language)}" if status.starting else ""),
-        f"**{t(language, 'panel_context')}:** {t(language, 'panel_context_value', tokens=rt.max_model_len)}",
-    ]
-    if status.speed is not None:
-        seconds = status.full_speed_seconds if status.full_speed_seconds is not None else (
-            time.time() - status.start_began_at)
-        speed = t(language, "speed_" + status.speed.value, seconds=seconds, reason=status.speed_reason,
-                  cost=starting_engine_cost(language, rt.plan.device))
-        lines.append(f"**{t(language, 'panel_speed')}:** {speed}")
-    if status.restarts:
-        lines.append(f"**{t(language, 'panel_restarts')}:** {status.restarts}")
-    waiting = _unsaved_seconds(rt)
-    if waiting:
-        lines.append(f"**{t(language, 'panel_history')}:** {t(language, 'history_waiting', seconds=waiting)}")
-    download = _download_links(rt, language)
-    if download:
-        lines.append(download)
-    watch = rt.gpu_memory
-    if watch is not None:
-        now = watch.last if watch.last is not None else watch.sample()
-        fmt = lambda b: "–" if b is None else f"{b / 2**30:.2f} GiB"  # noqa: E731
-        lines.append(f"**{t(language, 'panel_gpu_memory')}:** "
-                     f"{fmt(watch.after_load)} / {fmt(watch.peak)} / {fmt(now)}")
-    return "  \n".join(lines)
-
-
-def _download_links(rt: Runtime, language: str) -> str:
-    """'This chat: Markdown · JSON', once the chat is saved (the routes check that it is the user's)."""
-    try:
-        session = cl.context.session
-    except Exception:  # no chat in this context (tests of the panel's text)
-        return ""
-    if rt.history is None or not session.has_first_interaction or not session.thread_id:
-        return ""
-    base = f"{rt.settings.server.root_path}/history/chats/{session.thread_id}/export"
-    return (f"**{t(language, 'panel_download')}:** [Markdown]({base}.md) · [JSON]({base}.json)")
-
-
-def start_progress_line(status: EngineStatus, language: str) -> str:
-    """'step 3 of 4 · 12 s' as a text bar, the UI's twin of the terminal's progress bar."""
-    step = int(status.step or 0)
-    bar = "▰" * (step - 1) + "▱" * (START_STEPS - step + 1)
-    return t(language, "start_progress", bar=bar, step=step, steps=START_STEPS,
-             seconds=time.time() - status.start_began_at)
-
-
-async def show_status(rt: Runtime) -> None:
-    """Draw the status panel: one side element of this chat, replaced in place (same id) on each redraw.
-
-    Not ``cl.ElementSidebar``: the page clears that side view whenever its message list mounts or its elements
-    change (after the first message, when the address becomes /thread/<id>, and on a page still loading), so
-    the panel vanished until the next redraw. A side element in the chat's own elements is shown again by the
-    page itself after each of those. Never stored with the chat (persist=False)."""
-    language = _language()
-    panel_id = cl.user_session.get("status_panel_id")
-    if panel_id is None:
-        panel_id = str(uuid.uuid4())
-        cl.user_session.set("status_panel_id", panel_id)
-    text = cl.Text(id=panel_id, name=t(language, "status_title"), content=status_markdown(rt, language),
-                   display="side")
-    await text.send(for_id="", persist=False)
-
-
-async def keep_status_fresh(rt: Runtime) -> None:
-    """Redraw the status panel when something in it changes: the engine state (loading -> ready,
-    restarts), the start's elapsed seconds, the GPU memory peak while an answer is generated, and the chat
-    being saved for the first time (its download links appear)."""
-    shown = None
-    session = cl.context.session
-    while True:
-        status = rt.host.status
-        watch = rt.gpu_memory
-        current = (status.state, status.detail, status.restarts, status.speed,
-                   int(time.time() - status.start_began_at) if status.starting or status.speed is Speed.STARTING
-                   else None,
-                   (watch.peak or 0) >> 20 if watch else None, session.has_first_interaction, _unsaved_seconds(rt))
-        if current != shown:
-            shown = current
-            await show_status(rt)
-        await asyncio.sleep(STATUS_REFRESH_SECONDS)
-
-
-def _unsaved_seconds(rt: Runtime) -> int:
-    """Whole seconds the oldest chat write has waited for the database, once past SLOW_SAVE_S; else 0."""
-    waited = rt.history.unsaved_seconds if rt.history is not None else 0.0
-    return int(waited) if waited > SLOW_SAVE_S else 0
-
-
 async def notice(text: str) -> cl.Message:
     """A line from the app (not the model): shown in the chat, never part of a prompt."""
     return await cl.Message(content=text, author="system", metadata={"kind": KIND_NOTICE}).send()
@@ -176,12 +86,12 @@ async def _wait_until_ready(rt: Runtime, language: str) -> Optional[str]:
         return None
     if status.state is EngineState.FAILED:
         return t(language, "failed", detail=status.detail)
-    waiting = await notice(t(language, "waiting", detail=status.detail or status.state.value))
+    waiting = await notice(t(language, "waiting", detail=engine_state_text(status, language)))
     ready = await rt.host.wait_ready(WAIT_FOR_ENGINE_SECONDS)
     await waiting.remove()
     if ready:
         return None
-    return t(language, "failed", detail=rt.host.status.detail or rt.host.status.state.value)
+    return t(language, "failed", detail=engine_state_text(rt.host.status, language))
 
 
 def answer_text(message: cl.Message) -> str:
@@ -191,16 +101,19 @@ def answer_text(message: cl.Message) -> str:
     return content[:-len(footer)] if footer and content.endswith(footer) else content
 
 
-def turns_before(message: cl.Message) -> list[Message]:
-    """The chat's user messages and answers shown above ``message``, as the model's chat turns."""
-    turns: list[Message] = []
+def shown_turns(message: cl.Message) -> list[tuple[Message, list[str]]]:
+    """Each chat turn shown above ``message``, with the names of the documents that turn's prompt carries."""
+    turns: list[tuple[Message, list[str]]] = []
     for shown in cl.chat_context.get():
         if shown.id == message.id:
             break
-        if shown.type == "user_message":
-            turns.append({"role": "user", "content": clean_message(shown.content or "").text})
+        if shown.type == "user_message" and not is_preset_command(shown):
+            # with the documents attached to it, as that turn's prompt had them (whole or its passages)
+            documents = documents_of(shown.metadata)
+            content = render_turn(clean_message(shown.content or "").text, documents)
+            turns.append(({"role": "user", "content": content}, [d["name"] for d in documents if d.get("used") != []]))
         elif (shown.metadata or {}).get("kind") == KIND_ANSWER:
-            turns.append({"role": "assistant", "content": answer_text(shown)})
+            turns.append(({"role": "assistant", "content": answer_text(shown)}, []))
     return turns
 
 
@@ -210,7 +123,10 @@ async def answer(rt: Runtime, message: cl.Message) -> None:
     rt.metrics.messages.inc()
     cleaned = clean_message(message.content or "")
     text = cleaned.text
-    if not text.strip():
+    documents = documents_of(message.metadata)
+    if not text.strip() and not documents:
+        if message.elements:  # only files, none of them read: their lines are in the chat already
+            return
         rt.metrics.rejected.labels(reason="empty").inc()
         await notice(t(language, "empty"))
         return
@@ -232,26 +148,62 @@ async def answer(rt: Runtime, message: cl.Message) -> None:
     for name, value, bound, used in sampling.corrections:
         await notice(t(language, "settings_fixed", name=name, value=value, low=bound.low, high=bound.high, used=used))
     system_prompt = str(chat_settings.get("system_prompt", defaults["system_prompt"]) or "")
+    template = ChatTemplate(rt.tokenizer)
+    max_tokens = int(sampling.values["max_tokens"])
+    if documents:
+        documents = await _fit_documents(rt, message, documents, system_prompt, text, max_tokens, template)
+    def fit() -> tuple[Any, list[str]]:  # earlier turns render their documents' passages: off the event loop
+        earlier = shown_turns(message)
+        fitted = fit_to_context(system_prompt, [turn for turn, _ in earlier], render_turn(text, documents),
+                                rt.max_model_len, max_tokens, template)
+        return fitted, [name for _, names in earlier[:fitted.dropped_messages] for name in names]
+
     try:
-        fitted = await asyncio.to_thread(
-            fit_to_context, system_prompt, turns_before(message), text, rt.max_model_len,
-            int(sampling.values["max_tokens"]), ChatTemplate(rt.tokenizer))
+        fitted, documents_dropped = await asyncio.to_thread(fit)
     except PromptTooLongError as err:
         rt.metrics.rejected.labels(reason="too_long").inc()
         await notice(t(language, "too_long", tokens=err.tokens, limit=err.limit))
         return
     if fitted.dropped_messages:
-        await notice(t(language, "dropped", limit=rt.max_model_len, turns=fitted.dropped_messages))
+        await notice(t(language, "dropped", limit=rt.max_model_len, turns=fitted.dropped_messages) + (
+            t(language, "dropped_documents", names=", ".join(documents_dropped)) if documents_dropped else ""))
     if fitted.shortened:
         await notice(t(language, "shortened", tokens=fitted.max_tokens))
 
-    params = {"temperature": sampling.values["temperature"], "top_p": sampling.values["top_p"],
-              "max_tokens": fitted.max_tokens}
-    await _stream_answer(rt, language, fitted.token_ids, params)
+    await _stream_answer(rt, language, fitted.token_ids, answer_sampling(sampling.values, defaults, fitted))
 
 
-async def _stream_answer(rt: Runtime, language: str, token_ids: list[int], params: dict[str, Any]) -> None:
-    reply = cl.Message(content="", metadata={"kind": KIND_ANSWER})
+async def _fit_documents(rt: Runtime, message: cl.Message, documents: list[dict], system_prompt: str, text: str,
+                         max_tokens: int, template: ChatTemplate) -> list[dict]:
+    """The message's documents as they fit in the room the question and the answer leave (whole, or the passages
+    most relevant to the question), with a line for each one that did not fit whole. What was used is kept with
+    the message, so later prompts of this chat show that turn as the model saw it."""
+    language = _language()
+
+    def fit() -> list[Fit]:
+        system = [{"role": "system", "content": system_prompt}] if system_prompt.strip() else []
+        question = template.encode(system + [{"role": "user", "content": render_turn(text, [])}])
+        return fit_documents(documents, text, rt.max_model_len - max_tokens - len(question), template.count)
+
+    fits = await asyncio.to_thread(fit)
+    for each in fits:
+        if each.left_out:
+            await notice(t(language, "doc_left_out", name=each.name, tokens=each.tokens, room=max(each.room, 0)))
+        elif each.where is not None:
+            where_kind, where = each.where
+            await notice(t(language, "doc_passages", name=each.name, tokens=each.tokens, room=each.room,
+                           where_kind=t(language, f"doc_where_{where_kind}"), where=where))
+    used = apply(documents, fits)
+    if used != documents:
+        message.metadata = {**(message.metadata or {}), DOCUMENTS: used}
+        await message.update()  # saved with the chat: a later prompt renders this turn the same way
+    return used
+
+
+async def _stream_answer(rt: Runtime, language: str, token_ids: list[int], sampling: Sampling) -> None:
+    # The app answers (its favicon is the avatar): Chainlit's default author, the page's name, holds the model's
+    # name, which its avatar route may refuse (it takes ASCII letters, digits and " _.-" only).
+    reply = cl.Message(content="", author=APP_NAME, metadata={"kind": KIND_ANSWER})
     queue_notice: dict[str, cl.Message] = {}
 
     async def on_queued(position: int) -> None:
@@ -275,7 +227,7 @@ async def _stream_answer(rt: Runtime, language: str, token_ids: list[int], param
     last_flush = 0.0
     outcome = "done"
     try:
-        async for delta in rt.host.stream(token_ids, params, on_queued=on_queued):
+        async for delta in rt.host.stream(token_ids, sampling, on_queued=on_queued):
             if "msg" in queue_notice:
                 await queue_notice.pop("msg").remove()
             if first_token_at is None and delta.new_tokens:
@@ -317,7 +269,7 @@ async def _stream_answer(rt: Runtime, language: str, token_ids: list[int], param
         if outcome == "done":
             decode = time.perf_counter() - (first_token_at or started)
             values = stats_line_values(tokens, (first_token_at - started) if first_token_at else None, decode)
-            footer = "\n\n`" + t(language, "stats", prompt=len(token_ids), **values) + "`"
+            footer = "\n\n" + t(language, "stats", prompt=len(token_ids), **values)
             reply.content = limit_nesting("".join(parts)) + footer
             reply.metadata = {"kind": KIND_ANSWER, "footer": footer}
             await _offer_regenerate(reply, language)
@@ -326,7 +278,12 @@ async def _stream_answer(rt: Runtime, language: str, token_ids: list[int], param
             if rt.gpu_memory:
                 rt.gpu_memory.sample(generating=True)
         elif parts:
-            # Stopped or cut off: the answer so far stays in the chat (and in the next prompt).
+            # Stopped or cut off: the answer so far stays in the chat (and in the next prompt); a stopped one
+            # says so under it (the footer is never part of a prompt).
+            if outcome == "stopped":
+                footer = "\n\n`" + t(language, "stopped") + "`"
+                reply.content = limit_nesting("".join(parts)) + footer
+                reply.metadata = {"kind": KIND_ANSWER, "footer": footer}
             await reply.update()
         await _warn_if_history_fails(rt, language)
 
@@ -443,7 +400,7 @@ async def _run_tracked(work: Coroutine[Any, Any, None]) -> None:
     """Run ``work`` as one of this chat's answers: Stop reaches it, a closed page cancels it."""
     # Chainlit's edit path (and an action) does not register its task, so Stop found nothing to cancel.
     task = asyncio.current_task()
-    cl.context.session.current_task = task
+    make_stoppable(task)
     running: set[asyncio.Task] = cl.user_session.get("answer_tasks") or set()
     if len(running) >= MAX_ANSWERS_PER_CHAT:
         work.close()
@@ -458,19 +415,9 @@ async def _run_tracked(work: Coroutine[Any, Any, None]) -> None:
 
 
 def forget_closed_chats() -> int:
-    """Drop the messages Chainlit keeps for chats whose session is gone; returns how many chats were dropped.
-
-    Chainlit keeps every chat's messages in a module-level dict (``chat_contexts``) and never removes them,
-    even after it deletes the session (an hour after the page closed): the app grew ~53 KiB per chat in an
-    8-minute soak (python -m bench.history_load). The chat itself stays in the history database.
-    """
-    from chainlit.chat_context import chat_contexts
-    from chainlit.session import ws_sessions_id
-
-    gone = [session_id for session_id in list(chat_contexts) if session_id not in ws_sessions_id]
-    for session_id in gone:
-        chat_contexts.pop(session_id, None)
-    return len(gone)
+    """Drop the messages Chainlit keeps for chats whose page is gone; returns how many chats were dropped. The
+    app grew ~53 KiB per chat without it (python -m bench.history_load); the chats stay in the database."""
+    return forget_chat_contexts_of_closed_sessions()
 
 
 async def keep_forgetting_closed_chats(every_s: float = 60.0) -> None:
@@ -479,10 +426,10 @@ async def keep_forgetting_closed_chats(every_s: float = 60.0) -> None:
         forget_closed_chats()
 
 
-async def _open_chat(rt: Runtime, saved: dict[str, Any]) -> None:
-    """The settings panel (with this chat's saved values, else the defaults) and the status panel."""
+async def _send_settings(rt: Runtime, values: dict[str, Any]) -> dict[str, Any]:
+    """The settings panel with ``values`` (the defaults where one is missing); returns what it holds."""
     defaults = chat_defaults(rt.settings.chat, rt.generation_defaults, rt.max_model_len)
-    initial = {**defaults, **{k: v for k, v in saved.items() if k in defaults}}
+    initial = {**defaults, **{k: v for k, v in values.items() if k in defaults}}
     language = _language()
     top_p, max_tokens = SAMPLING_BOUNDS["top_p"], SAMPLING_BOUNDS["max_tokens"]
     temperature = SAMPLING_BOUNDS["temperature"]
@@ -497,24 +444,53 @@ async def _open_chat(rt: Runtime, saved: dict[str, Any]) -> None:
                min=max_tokens.low, max=_answer_cap(rt), step=max_tokens.low),
     ]).send()
     cl.user_session.set("chat_settings", settings)
+    return settings
+
+
+async def _keep_settings(settings: dict[str, Any]) -> None:
+    """This chat's settings, saved with the chat now, not only when the page closes (a crash would lose them)."""
+    cl.user_session.set("chat_settings", settings)
+    await save_session_now()
+
+
+def _presets(rt: Runtime) -> Optional[PresetStore]:
+    return PresetStore(rt.history.layer) if rt.history is not None else None
+
+
+async def _open_chat(rt: Runtime, saved: dict[str, Any]) -> None:
+    """The settings panel (with this chat's saved values, else the defaults), the presets and the status panel."""
+    language = _language()
+    await _send_settings(rt, saved)
+    await offer_presets(_presets(rt), language)
     if rt.damaged_history is not None:  # once: the first page opened after the start that kept it aside
         kept, rt.damaged_history = rt.damaged_history, None
         await notice(t(language, "history_damaged", path=kept))
     # Runs in this chat's context, so it draws into this chat's panel; ends with the chat.
-    cl.user_session.set("status_task", asyncio.create_task(keep_status_fresh(rt)))
+    cl.user_session.set("status_task", asyncio.create_task(keep_status_fresh(rt, language)))
+
+
+async def _attach_documents(rt: Runtime, message: cl.Message) -> None:
+    """Read the files sent with ``message`` (off the event loop, in a process of their own) into its metadata; a
+    line in the chat for each one that is not read. The message itself always goes on to be answered."""
+    language = _language()
+    chat = rt.settings.chat
+    documents, lines = await read_documents(message.elements, chat.max_upload_mb, chat.max_upload_files, language)
+    for line in lines:
+        await notice(line)
+    message.metadata = {**(message.metadata or {}), DOCUMENTS: documents}
 
 
 def install() -> None:
     """Register the Chainlit handlers (called by app/chainlit_app.py)."""
-    token = current_runtime().settings.server.auth_token
-    install_history(current_runtime())  # chat history: data layer, local user (app/chat_history.py)
-    if token is not None:
-        # Chainlit's login page guards the UI; the password is --auth-token (any user name).
+    rt = current_runtime()
+    configure_uploads(rt.settings.chat)  # Chainlit's upload limits are --max-upload-mb and --max-upload-files
+    install_history(rt)  # chat history: data layer, and the local user on loopback (app/chat_history.py)
+    if rt.login.has_login_page:
+        # Chainlit's login page guards the UI: each user's own secret, or the one person's --auth-token.
         @cl.password_auth_callback
-        async def check_password(username: str, password: str) -> Optional[cl.User]:
-            if hmac.compare_digest(password.encode(), token.get_secret_value().encode()):
-                return cl.User(identifier=username or "user", metadata={"provider": "token", "login": new_login_id()})
-            return None
+        async def check_login(username: str, password: str) -> Optional[cl.User]:
+            identity = await rt.login.check(username, password)
+            return cl.User(identifier=identity.name, metadata=identity.metadata) if identity else None
 
     @cl.set_starters
     async def starters(user: Any = None, language: Optional[str] = None) -> list[cl.Starter]:
@@ -531,8 +507,10 @@ def install() -> None:
     async def on_chat_resume(thread: dict) -> None:
         # Chainlit put the chat's saved messages back (the next prompt is built from them) and its saved
         # session, whose chat_settings are this chat's system prompt, temperature, top_p and length.
-        await _open_chat(current_runtime(), cl.user_session.get("chat_settings") or {})
+        rt = current_runtime()
+        await _open_chat(rt, cl.user_session.get("chat_settings") or {})
         await _mark_interrupted(thread, _language())
+        relink_resumed_files(thread, rt.settings.server.root_path)
 
     @cl.on_chat_end
     async def on_chat_end() -> None:
@@ -545,22 +523,29 @@ def install() -> None:
 
     @cl.on_settings_update
     async def on_settings_update(settings: dict[str, Any]) -> None:
-        cl.user_session.set("chat_settings", settings)
-        # Saved with the chat now, not only when the page closes (a crash would lose them).
-        from chainlit.data import get_data_layer
-
-        session = cl.context.session
-        data_layer = get_data_layer()
-        if data_layer is not None and session.has_first_interaction:
-            await data_layer.update_thread(session.thread_id, metadata=session.to_persistable())
+        await _keep_settings(settings)
 
     @cl.on_message
     async def on_message(message: cl.Message) -> None:
         rt = current_runtime()
+
+        async def use_preset(values: dict[str, Any]) -> None:
+            await _keep_settings(await _send_settings(rt, values))
+
+        if await run_preset_command(_presets(rt), message, _language(), notice, use_preset):
+            return  # "Save preset": done, and no question to answer
+        if message.elements and DOCUMENTS not in (message.metadata or {}):  # files attached, not yet read
+            await _attach_documents(rt, message)
         await store_before_answer(message)  # the user's message is stored before the engine answers
         await _run_tracked(answer(rt, message))
         if rt.gpu_memory:  # GPU memory peak moved; without a GPU nothing in the panel changed
-            await show_status(rt)
+            await show_status(rt, _language())
+
+    @cl.on_window_message
+    async def on_window_message(message: Any) -> None:
+        # The page passes every window message on, whoever posted it: only the Status button's is acted on.
+        if message == SHOW_STATUS_MESSAGE:
+            await show_status(current_runtime(), _language())
 
     @cl.action_callback(REGENERATE)
     async def on_regenerate(action: cl.Action) -> None:
@@ -580,5 +565,7 @@ def install() -> None:
 
     @cl.on_stop
     async def on_stop() -> None:
-        # Chainlit cancels the current task; EngineHost.stream's cleanup aborts the engine request.
+        # Chainlit cancels the current task; EngineHost.stream's cleanup aborts the engine request, and the
+        # stopped answer is marked in place of Chainlit's own "Task manually stopped." message.
         log.info("stop pressed")
+        await remove_chainlits_stop_message()

@@ -1,14 +1,10 @@
-"""Chat history in the UI (issue 12): registers our data layer with Chainlit and decides who owns a chat.
+"""Chat history in the UI: registers our data layer with Chainlit; each chat belongs to the user who made it.
 
 Chainlit shows its history sidebar only when the page has both a data layer and a logged-in user
-(``requireLogin && dataPersistence`` in its frontend). So:
-- with ``--auth-token``: the login page as before (app/chat.py), each user name owns its chats;
-- on loopback without a token: one local user, logged in without a login page. Chainlit's header auth
-  makes ``requireLogin`` true; the page then first asks ``/user``, and only without a valid cookie goes to
-  ``/login`` (which would call header auth and come back). ``LocalUserCookie`` sets that cookie on the page
-  itself, so the login page is never shown, also after a restart (a new signing secret);
-- on another address with ``--insecure-no-auth``: no history. Everyone who reaches the port would share
-  one user and read each other's chats.
+(``requireLogin && dataPersistence`` in its frontend). Who logs in is app/guards/identity.py's ``LoginPolicy``:
+users with their own secrets, the one person of --auth-token, or the local user on loopback
+(app/guards/local_user.py). On another address with ``--insecure-no-auth`` and no users there is no
+history: everyone who reaches the port would be one user and read each other's chats.
 
 ``install_history(runtime)`` is called from app/chat.py ``install()``; ``history_router()`` is included by
 app/server.py; ``store_before_answer(message)`` is awaited by the message handler before the engine answers.
@@ -18,21 +14,21 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import logging
-import os
-import secrets
 from pathlib import Path
 from typing import Any, Optional
 
 import chainlit as cl
-from fastapi import APIRouter, Depends, HTTPException
+from fastapi import APIRouter, Depends
 from fastapi.responses import Response
-from starlette.middleware.base import BaseHTTPMiddleware
 
+from app.documents.prompt import documents_of
+from app.errors import AuthenticationError, ErnieChatError, NotFoundError, error_response
+from app.guards.identity import LoginMode
+from app.guards.local_user import install_local_user
 from app.history import HistoryStore, locate, prepare_database
-from app.history.transfer import file_name, to_json, to_markdown
+from app.history.transfer import file_name, thread_for_export, to_json, to_markdown
 
 log = logging.getLogger("ernie_chat.history")
-LOCAL_USER = "local"
 
 
 def current_store() -> Optional[HistoryStore]:
@@ -58,10 +54,10 @@ def install_history(runtime: Any) -> None:
     if location is None:
         log.info("--no-history: chats live in the browser tab only; nothing is written to disk")
         return
-    server = settings.server
-    if not server.is_loopback and server.auth_token is None:
-        log.warning("chat history is off: --host %s without --auth-token would show every visitor everyone's "
-                    "chats (set --auth-token to keep chats per user)", server.host)
+    login = runtime.login
+    if not login.tells_users_apart:
+        log.warning("chat history is off: --host %s without users or --auth-token would show every visitor "
+                    "everyone's chats (add users: python launch.py users add NAME)", settings.server.host)
         return
     # raises HistoryDatabaseError (one line) for a database from a newer ernie-chat
     runtime.damaged_history = _prepare(location)
@@ -73,44 +69,10 @@ def install_history(runtime: Any) -> None:
     def data_layer() -> Any:
         return store.layer
 
-    if server.auth_token is None:
-        _install_local_user()
+    if login.mode is LoginMode.LOCAL:
+        install_local_user(login.local_identity())
     # Resuming a chat (app/chat.py on_chat_resume): Chainlit puts its stored messages back into the chat
     # context, which every prompt is built from, and its saved session (with chat_settings) back in place.
-
-
-def _install_local_user() -> None:
-    from chainlit.server import app as chainlit_app
-
-    # Chainlit signs its login cookie with this; only the one local user is ever signed in.
-    os.environ.setdefault("CHAINLIT_AUTH_SECRET", secrets.token_urlsafe(48))
-
-    @cl.header_auth_callback
-    async def local_user(headers: Any) -> cl.User:
-        return cl.User(identifier=LOCAL_USER, metadata={"provider": "local"})
-
-    chainlit_app.add_middleware(LocalUserCookie)
-
-
-class LocalUserCookie(BaseHTTPMiddleware):
-    """On the HTML page, log the browser in as the local user when it has no valid login cookie."""
-
-    async def dispatch(self, request, call_next):
-        response = await call_next(request)
-        if request.method != "GET" or not response.headers.get("content-type", "").startswith("text/html"):
-            return response
-        from chainlit.auth import create_jwt, get_token_from_cookies, set_auth_cookie
-        from chainlit.auth.jwt import decode_jwt
-
-        token = get_token_from_cookies(request.cookies)
-        try:
-            if token and decode_jwt(token).identifier == LOCAL_USER:
-                return response
-        except Exception:  # expired, or signed before a restart: issue a new one
-            pass
-        set_auth_cookie(request, response, create_jwt(cl.User(identifier=LOCAL_USER,
-                                                              metadata={"provider": "local"})))
-        return response
 
 
 async def store_before_answer(message: cl.Message) -> None:
@@ -139,28 +101,52 @@ def _attachment(name: str) -> str:
 
 
 def history_router() -> APIRouter:
-    """``GET /history/chats/{id}/export.md|json``: one chat as a download, for its owner only."""
+    """``GET /history/chats/{id}/export.md|json``: one chat as a download; ``.../documents/{message}/{n}``: the text
+    of a file attached to it. For the chat's owner only."""
     from chainlit.auth import get_current_user
-    from chainlit.data.acl import is_thread_author
 
     router = APIRouter()
 
-    @router.get("/history/chats/{thread_id}/export.{fmt}")
-    async def export_chat(thread_id: str, fmt: str, user: Any = Depends(get_current_user)) -> Response:
+    async def owned_chat(thread_id: str, user: Any) -> dict:
+        """The chat (with every message's stored time), when ``user`` owns it; raises the error to answer with.
+        Someone else's chat answers as an unknown one does: its id is not confirmed."""
         store = current_store()
         if store is None:
-            raise HTTPException(404, "chat history is off (--no-history)")
-        if fmt not in ("md", "json"):
-            raise HTTPException(404, "export formats: md, json")
+            raise NotFoundError("chat history is off (--no-history)")
         if user is None:
-            raise HTTPException(401, "log in first")
-        await is_thread_author(user.identifier, thread_id)  # 404 unknown, 401 someone else's
-        thread = await store.layer.get_thread(thread_id)
-        if thread is None:
-            raise HTTPException(404, "Thread not found")
+            raise AuthenticationError("log in first")
+        thread = await thread_for_export(store.layer, thread_id)
+        if thread is None or await store.layer.get_thread_author(thread_id) != user.identifier:
+            raise NotFoundError("no such chat")
+        return thread
+
+    @router.get("/history/chats/{thread_id}/export.{fmt}")
+    async def export_chat(thread_id: str, fmt: str, user: Any = Depends(get_current_user)) -> Response:
+        if fmt not in ("md", "json"):
+            return error_response(NotFoundError("export formats: md, json"))
+        try:
+            thread = await owned_chat(thread_id, user)
+        except ErnieChatError as err:
+            return error_response(err)
         body = to_json(thread) if fmt == "json" else to_markdown(thread)
         media = "application/json" if fmt == "json" else "text/markdown"
         return Response(body, media_type=f"{media}; charset=utf-8",
                         headers={"Content-Disposition": _attachment(file_name(thread, fmt))})
+
+    @router.get("/history/chats/{thread_id}/documents/{step_id}/{index}")
+    async def document_text(thread_id: str, step_id: str, index: int,
+                            user: Any = Depends(get_current_user)) -> Response:
+        """The text kept from a file attached to one of the chat's messages (app/documents)."""
+        try:
+            thread = await owned_chat(thread_id, user)
+        except ErnieChatError as err:
+            return error_response(err)
+        step = next((s for s in thread.get("steps") or [] if s.get("id") == step_id), {})
+        documents = documents_of(step.get("metadata"))
+        if not 0 <= index < len(documents):
+            return error_response(NotFoundError("no such document"))
+        document = documents[index]
+        return Response(document.get("text", ""), media_type="text/plain; charset=utf-8",
+                        headers={"Content-Disposition": _attachment(f"{document.get('name', 'document')}.txt")})
 
     return router

@@ -11,7 +11,7 @@ import types
 import typing
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any, NoReturn, Optional
 
 from pydantic import SecretStr, ValidationError
 from pydantic.fields import FieldInfo
@@ -28,13 +28,15 @@ _SECRET_FIELDS = {name for cls in SETTINGS_CLASSES.values() for name, info in cl
 class Command:
     """What launch.py was asked to do, and with which settings."""
 
-    action: str  # "serve", "print-config", "check", "export" or "import"
+    action: str  # "serve", "print-config", "check", "export", "import" or "users"
     settings: AppSettings
     as_json: bool = False
     assume_gpu: tuple[str, ...] = ()
     files: tuple[str, ...] = ()  # import: the exported chats to read
     out: str = "ernie-chat-export"  # export: the folder to write
     export_format: str = "json"
+    reset: bool = False  # users add: give an existing user a new secret
+    user: Optional[str] = None  # import: whose the imported chats become
 
 
 def _flag(name: str) -> str:
@@ -68,16 +70,27 @@ def _add_field(group: argparse._ArgumentGroup, name: str, info: FieldInfo) -> No
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="python launch.py",
         description="Chat with ERNIE-4.5-0.3B-PT in your browser; vLLM runs inside this process. "
         f"Every flag also reads from {ENV_PREFIX}<NAME> and .env.")
-    parser.add_argument("action", nargs="?", choices=["serve", "check", "export", "import"], default="serve",
+    parser.add_argument("action", nargs="?", choices=["serve", "check", "export", "import", "users"],
+                        default="serve",
                         help="serve (default): start the app. check: is a running app ready? "
                         "(exit 0 when ready, 1 otherwise, with the state and the log's last error). "
-                        "export: write every chat to files (--out, --format). import FILE...: read exported "
-                        "chats back.")
-    parser.add_argument("files", nargs="*", metavar="FILE", help="With import: the .json files of an export.")
+                        "export: write every chat to files (--out, --format). import FILE...: read chats back, "
+                        "ours or other apps'. users add|list|remove NAME: the people who log in, each with an own "
+                        "secret.")
+    parser.add_argument("files", nargs="*", metavar="FILE", help="With import: chat files (an ernie-chat JSON "
+                        "export and its presets.json, ChatGPT's conversations.json, an Open WebUI export, or "
+                        "{\"messages\": [...]}). "
+                        "With users: add NAME, list, or remove NAME.")
+    parser.add_argument("--reset", action="store_true", help="With users add: give an existing user a new secret "
+                        "(their logins end).")
+    parser.add_argument("--user", default=None, metavar="NAME",
+                        help="With import: whose the chats and presets become, so that they are in that person's "
+                        "sidebar: a user of `users add`, or local when there are none (default: ours keep the owner "
+                        "they were exported with; other apps' go to local, and with users are refused).")
     parser.add_argument("--out", default="ernie-chat-export", metavar="DIR",
                         help="With export: the folder to write, one subfolder per user (default: ernie-chat-export).")
     parser.add_argument("--format", dest="export_format", choices=["md", "json"], default="json",
@@ -124,19 +137,57 @@ def load_settings(cli_values: Optional[dict[str, Any]] = None, env_file: Optiona
     return AppSettings(**built)
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """argparse prints its whole usage (40 lines) before the error; a mistake gets one line instead."""
+
+    def error(self, message: str) -> NoReturn:
+        raise SettingsError(f"{message} (python launch.py --help lists every flag)")
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def check_flags(parser: argparse.ArgumentParser, argv: Sequence[str]) -> None:
+    """A flag the app does not have is named, with the nearest real one, before argparse reads the rest (it
+    would take the flag's value for the action: "invalid choice: 'DIR'")."""
+    import difflib
+
+    known = [flag for action in parser._actions for flag in action.option_strings]
+    for arg in argv:
+        if arg == "--":
+            return
+        flag = arg.split("=", 1)[0]
+        if flag.startswith("-") and len(flag) > 1 and not _is_number(flag) and flag not in known:
+            near = difflib.get_close_matches(flag, known, n=1, cutoff=0.6)
+            raise SettingsError(f"unknown flag {flag}" + (f"; did you mean {near[0]}?" if near else "")
+                                + " (python launch.py --help lists every flag)")
+
+
 def parse_command(argv: Sequence[str], env_file: Optional[str] = ".env") -> Command:
     """Parse argv into a Command. Raises SettingsError (one line) for bad values."""
-    args = build_parser().parse_intermixed_args(list(argv))  # import FILE... may follow options
+    parser = build_parser()
+    check_flags(parser, argv)
+    args = parser.parse_intermixed_args(list(argv))  # import FILE... may follow options
     cli_values = {k: v for k, v in vars(args).items() if v is not _UNSET
-                  and k not in ("action", "print_config", "json", "assume_gpu", "files", "out", "export_format")}
+                  and k not in ("action", "print_config", "json", "assume_gpu", "files", "out", "export_format",
+                                "reset", "user")}
     settings = load_settings(cli_values, env_file=env_file)
     for name in sorted(_SECRET_FIELDS & cli_values.keys()):
-        # Every local user sees a process's arguments in `ps` (issue 16).
+        # Every local user sees a process's arguments in `ps` (docs/security.md, row 5c).
         print(f"warning: {_flag(name)} on the command line is visible to every user of this machine (ps); "
               f"prefer {ENV_PREFIX}{name.upper()} in the environment or .env"
               + (", or --auth-token-file" if name == "auth_token" else ""), file=sys.stderr)
     action = "print-config" if args.print_config else args.action
-    if args.files and action != "import":
-        raise SettingsError(f"unexpected arguments {' '.join(args.files)!r}: only import takes FILE arguments")
+    if args.files and action not in ("import", "users"):
+        raise SettingsError(f"unexpected arguments {' '.join(args.files)!r}: only import and users take "
+                            "arguments")
+    if args.user is not None and action != "import":
+        raise SettingsError(f"--user {args.user!r} is for import only (python launch.py import FILE... --user NAME)")
     return Command(action=action, settings=settings, as_json=args.json, assume_gpu=tuple(args.assume_gpu),
-                   files=tuple(args.files), out=args.out, export_format=args.export_format)
+                   files=tuple(args.files), out=args.out, export_format=args.export_format, reset=args.reset,
+                   user=args.user)

@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
+from app.engine_protocol import Sampling
 from app.errors import PromptTooLongError
 from app.settings import SAMPLING_BOUNDS, Bound, ChatSettings
 
@@ -187,6 +188,19 @@ def clamp_sampling(raw: Mapping[str, object], defaults: Mapping[str, float], ans
             number = clamped
         choice.values[name] = int(number) if bound.integer else number
     return choice
+
+
+def answer_sampling(asked: Mapping[str, Any], defaults: Mapping[str, Any], fitted: FittedPrompt) -> Sampling:
+    """How one answer is sampled, for the chat UI and /v1 alike: the temperature and top_p asked for (the
+    settings panel's, checked by ``clamp_sampling``, or the request's), else the chat's defaults; the answer
+    budget the prompt left; and the seed, when one was asked for."""
+
+    def asked_or_default(name: str) -> Any:
+        value = asked.get(name)
+        return defaults[name] if value is None else value
+
+    return Sampling(temperature=float(asked_or_default("temperature")), top_p=float(asked_or_default("top_p")),
+                    max_tokens=fitted.max_tokens, seed=asked.get("seed"))
 
 
 def stats_line_values(tokens: int, ttft: Optional[float], decode_seconds: float) -> dict[str, float]:

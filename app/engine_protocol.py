@@ -8,10 +8,22 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
-from typing import Any, Optional, Protocol
+from typing import Optional, Protocol
 
+from app.engine_plan import EnginePlan
 from app.errors import EngineDied, RequestRefused  # noqa: F401  (what generate() may raise)
-from app.profiles import EnginePlan
+
+
+@dataclass(frozen=True)
+class Sampling:
+    """How one answer is sampled. The chat UI and /v1 build it with ``conversation.answer_sampling``; each engine
+    translates it (vLLM's SamplingParams, a vLLM server's completion fields)."""
+
+    temperature: float
+    top_p: float
+    max_tokens: int  # the answer's budget: what the prompt left of the context, at most what was asked for
+    seed: Optional[int] = None  # /v1's seed: the same seed and prompt give the same answer
+    ignore_eos: bool = False  # write all max_tokens even past the answer's end (benchmarks, long-answer tests)
 
 
 @dataclass(frozen=True)
@@ -29,8 +41,8 @@ class Engine(Protocol):
 
     max_model_len: int  # the context (prompt + answer, in tokens) this engine really serves
 
-    def generate(self, token_ids: list[int], sampling: dict[str, Any], request_id: str) -> AsyncIterator[Delta]:
-        """Stream the answer to a token-id prompt. ``sampling``: temperature, top_p, max_tokens, seed.
+    def generate(self, token_ids: list[int], sampling: Sampling, request_id: str) -> AsyncIterator[Delta]:
+        """Stream the answer to a token-id prompt.
 
         Raises EngineDied when the engine is gone, RequestRefused when only this request is refused."""
         ...

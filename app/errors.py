@@ -44,6 +44,10 @@ class RemoteServerError(ErnieChatError):
     """The --remote-url server cannot be used: unreachable, refuses the key, or does not serve the model."""
 
 
+class AccountError(ErnieChatError):
+    """A user name or secret outside the rules, an unknown user, or a users file that cannot be read."""
+
+
 class InsecureBindError(ErnieChatError):
     """Asked to listen beyond loopback without an auth token."""
 
@@ -86,9 +90,47 @@ class AuthenticationError(ErnieChatError):
     kind = "authentication_error"
 
 
+class RequestForbidden(ErnieChatError):
+    """The request comes from a host or origin that may not use the app."""
+
+    http_status = 403
+    kind = "forbidden"
+
+
+class NotFoundError(ErnieChatError):
+    """No such thing for this user: another user's chat, message or feedback answers the same, so ids of
+    others' chats are not confirmed."""
+
+    http_status = 404
+    kind = "not_found_error"
+
+
+class BodyTooLargeError(BadRequestError):
+    http_status = 413
+    kind = "request_too_large"
+
+
+class UnsupportedMediaTypeError(BadRequestError):
+    http_status = 415
+
+
+class TooManyLogins(ErnieChatError):
+    """Failed logins from one client passed the free ones: the next attempt waits."""
+
+    http_status = 429
+    kind = "rate_limit_error"
+
+
 def error_body(err: ErnieChatError) -> dict[str, Any]:
     """The one error body of every route and stream chunk."""
     return {"error": {"message": str(err), "type": err.kind}}
+
+
+def error_response(err: ErnieChatError) -> Any:
+    """``err`` as an HTTP response of our own routes (a starlette JSONResponse) in the one error body."""
+    from starlette.responses import JSONResponse
+
+    return JSONResponse(error_body(err), status_code=err.http_status)
 
 
 def one_line(err: BaseException) -> str:
@@ -99,3 +141,16 @@ def one_line(err: BaseException) -> str:
 
 class HistoryDatabaseError(ErnieChatError):
     """The chat database cannot be used as it is (e.g. written by a newer ernie-chat); nothing was changed."""
+
+
+class DocumentRefused(BadRequestError):
+    """An attached file is not read (too big, an image, binary, encrypted, damaged, a zip bomb, too slow).
+
+    ``reason`` names the line the chat shows (app/i18n.py ``doc_<reason>``, in the page's language) and ``values``
+    fills it; ``str(err)`` is the English line, for the log (a file's name and size, never its contents)."""
+
+    def __init__(self, reason: str, name: str, **values: Any) -> None:
+        from app.i18n import t
+
+        self.reason, self.name, self.values = reason, name, values
+        super().__init__(t("en", f"doc_{reason}", name=name, **values))

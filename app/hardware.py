@@ -297,10 +297,11 @@ class GpuFaultWatch:
 
 @dataclass(frozen=True)
 class CpuFacts:
-    """What the CPU plan needs: bf16 support (AVX512-BF16 / AMX) and memory."""
+    """What the CPU plan needs: bf16 support (AVX512-BF16 / AMX), cores and memory."""
 
     has_bf16: bool = False
     available_bytes: int = 8 * GIB
+    cores: int = 4  # physical cores this process may use
 
 
 def cpu_facts() -> CpuFacts:
@@ -311,5 +312,10 @@ def cpu_facts() -> CpuFacts:
         flags = ""
     import psutil
 
+    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    logical = psutil.cpu_count() or usable
+    physical = psutil.cpu_count(logical=False) or logical
+    # Hyper-threads add little to matrix math: count a core once, within what this process may use.
     return CpuFacts(has_bf16=("avx512_bf16" in flags or "amx_bf16" in flags),
-                    available_bytes=int(psutil.virtual_memory().available))
+                    available_bytes=int(psutil.virtual_memory().available),
+                    cores=max(1, usable * physical // logical))

@@ -1,6 +1,8 @@
 """The app's own UI strings in English and Simplified Chinese (Chainlit's chrome uses .chainlit/translations)."""
 from __future__ import annotations
 
+from typing import Any
+
 STRINGS: dict[str, dict[str, str]] = {
     "en": {
         "empty": "Your message is empty. Type a question and send it again.",
@@ -9,6 +11,7 @@ STRINGS: dict[str, dict[str, str]] = {
                     "Nothing was cut: please shorten it or split it into parts.",
         "dropped": "The chat is longer than the model's context ({limit:,} tokens): the oldest {turns} "
                    "message(s) are left out of what the model sees. They stay on screen.",
+        "dropped_documents": " With them the model no longer sees {names}: attach a file again to ask about it.",
         "shortened": "Answer length capped at {tokens} tokens to fit the context.",
         "queued": "Queued: {position} ahead of you. Your answer starts when a slot frees up.",
         "waiting": "The model is still loading ({detail}). Your message will be answered when it is ready.",
@@ -16,7 +19,9 @@ STRINGS: dict[str, dict[str, str]] = {
         "engine_died": "The engine stopped unexpectedly ({detail}). It is restarting; your chat is kept. "
                        "Send your message again in a moment.",
         "refused": "The server refused this message: {detail}. Your chat is kept.",
-        "stats": "prompt {prompt} tokens · answer {tokens} tokens · first token {ttft:.2f} s · {tps:.1f} tokens/s",
+        # each figure a code span of its own: a narrow page wraps the line between them (app/static/ui/face.css)
+        "stats": "`prompt {prompt} tokens` · `answer {tokens} tokens` · `first token {ttft:.2f} s` · "
+                 "`{tps:.1f} tokens/s`",
         "settings_fixed": "Setting {name} = {value} is outside {low}..{high}; using {used}.",
         "status_title": "Status",
         "regenerate": "Regenerate",
@@ -28,6 +33,7 @@ STRINGS: dict[str, dict[str, str]] = {
                             "answered. It stays in the chat: edit it to send it again when one has finished.",
         "sanitized": "Control characters were removed from your message.",
         # status panel
+        "panel_model": "Model",
         "panel_remote": "Remote vLLM server",
         "panel_card": "Card",
         "panel_profile": "Profile",
@@ -36,12 +42,31 @@ STRINGS: dict[str, dict[str, str]] = {
         "panel_context_value": "{tokens} tokens",
         "panel_restarts": "Restarts",
         "panel_speed": "Speed",
+        # the engine's states and start steps (app/engine_host.py words them as Phrases)
+        "state_stopped": "stopped",
+        "state_loading": "loading",
+        "state_warming": "warming up",
+        "state_ready": "ready",
+        "state_restarting": "restarting",
+        "state_failed": "failed",
+        "detail_finding_model": "finding the model",
+        "detail_local_cache": "looking in the local cache",
+        "detail_downloading": "downloading {model} (first run only)",
+        "detail_download_progress": "downloading {model}: {progress}",
+        "detail_tokenizer": "loading the tokenizer",
+        "detail_loading_engine": "loading the model into the engine",
+        "detail_out_of_memory_retry": "out of memory; retrying with a smaller KV cache ({kv})",
+        "detail_engine_up": "engine up in {seconds:.1f}s; first request",
+        "detail_retrying_after": "retrying after: {error}",
+        "detail_gave_up": "{reason}; gave up after {restarts} restarts",
         "speed_starting": "starting engine (eager) answers; full-speed engine being built, {seconds:.0f} s so far",
         "speed_full": "full speed (since {seconds:.0f} s after launch)",
         "history_damaged": "The chat history file was damaged, so a new, empty one was started. The old file is "
                            "kept, unchanged, as {path}.",
         "message_unreadable": "this message could not be read (its saved copy is damaged)",
         "interrupted": "interrupted: the app stopped before this answer was finished",
+        "stopped": "stopped by you",
+        "ready_took": "ready in {seconds:.1f}s",
         "speed_starting_only": "starting engine only (eager{cost}): the full-speed engine did not start: {reason} "
                                "(see the log)",
         # the compiled engine's decode against the eager one's on an H200: ~535 against 89-107 tok/s
@@ -61,6 +86,43 @@ STRINGS: dict[str, dict[str, str]] = {
         "starter_poem": "Write a short poem about the sea.",
         "starter_kv_label": "What is a KV cache?",
         "starter_kv": "Explain in simple words what the KV cache of a language model is.",
+        # presets: commands in the composer (the command's id is what the menu shows)
+        "preset_save_command": "Save preset",
+        "preset_save_description": "Type a name and send: this chat's system prompt, temperature, top_p and "
+                                   "answer length are kept under it",
+        "preset_use_description": "Start with this preset: {summary}",
+        "preset_saved": "Preset \u201c{name}\u201d saved. Pick it from the commands (/) to start a chat with it.",
+        "preset_applied": "Preset \u201c{name}\u201d in use: {summary}.",
+        "preset_refused": "The preset was not saved: {detail}.",
+        "preset_name_length": "a preset name has 1 to {limit} characters; this one has {chars}",
+        "preset_too_many": "at most {limit} presets per user",
+        "preset_summary": "temperature {temperature}, top_p {top_p}, up to {max_tokens} tokens{prompt}",
+        "preset_summary_prompt": ", system prompt \u201c{text}\u201d",
+        # attached documents (app/documents): one line per file that is not read, or only partly
+        "doc_too_big": "{name} is {size:.1f} MB; files up to {limit} MB can be attached (--max-upload-mb). "
+                       "It was not read.",
+        "doc_too_many": "{count} files were attached; up to {limit} are read per message (--max-upload-files). "
+                        "Not read: {names}.",
+        "doc_image": "{name} is an image, and the model reads text only. It was not read.",
+        "doc_binary": "{name} is not text (it holds binary data), so it was not read. Attach text, Markdown, code, "
+                      "CSV, JSON, HTML, PDF or DOCX.",
+        "doc_unsupported": "{name} is a {what} file, which cannot be read. Attach text, Markdown, code, CSV, JSON, "
+                           "HTML, PDF or DOCX.",
+        "doc_encrypted": "{name} is an encrypted PDF, so it was not read. Save a copy without a password and "
+                         "attach that.",
+        "doc_corrupt": "{name} could not be read as a {kind}: the file is damaged ({detail}).",
+        "doc_bomb": "{name} would unpack to more than {limit} MB or too many parts (a zip bomb?), so it was not read.",
+        "doc_no_text": "{name} has no text layer (a scanned PDF?), and the model reads text only. It was not read.",
+        "doc_empty": "{name} is empty.",
+        "doc_too_slow": "Reading {name} took longer than {seconds} s, so it was stopped.",
+        "doc_too_much_memory": "Reading {name} needed more than {limit} MB of memory, so it was stopped.",
+        "doc_truncated": "{name} has more than {limit:,} characters of text; only the first {limit:,} are read.",
+        "doc_passages": "{name} is {tokens:,} tokens, more than the {room:,} tokens of room left in the context: "
+                        "the passages most relevant to your question are used ({where_kind} {where}).",
+        "doc_left_out": "{name} is {tokens:,} tokens, and the context has only {room:,} tokens of room left: "
+                        "it was left out of this answer.",
+        "doc_where_pages": "pages",
+        "doc_where_lines": "lines",
     },
     "zh": {
         "empty": "消息为空。请输入问题后再发送。",
@@ -68,13 +130,15 @@ STRINGS: dict[str, dict[str, str]] = {
         "too_long": "仅这条消息就有 {tokens:,} 个 token，而模型上下文只能容纳 {limit:,}。"
                     "未做任何截断：请缩短或分段发送。",
         "dropped": "对话已超过模型上下文（{limit:,} token）：最早的 {turns} 条消息不再提供给模型，但仍显示在页面上。",
+        "dropped_documents": "模型也随之看不到 {names}：如需继续就其提问，请重新附加。",
         "shortened": "为适应上下文，本次回答长度上限调整为 {tokens} 个 token。",
         "queued": "排队中：前面还有 {position} 个请求。空出位置后立即开始回答。",
         "waiting": "模型仍在加载（{detail}）。就绪后会回答您的消息。",
         "failed": "模型无法启动：{detail}。对话已保留；详情见日志文件。",
         "engine_died": "推理引擎意外停止（{detail}），正在重启；对话已保留。请稍后重新发送。",
         "refused": "服务器拒绝了这条消息：{detail}。对话已保留。",
-        "stats": "提示 {prompt} 个 token · 回答 {tokens} 个 token · 首 token {ttft:.2f} 秒 · {tps:.1f} token/秒",
+        "stats": "`提示 {prompt} 个 token` · `回答 {tokens} 个 token` · `首 token {ttft:.2f} 秒` · "
+                 "`{tps:.1f} token/秒`",
         "settings_fixed": "设置 {name} = {value} 超出范围 {low}..{high}；已使用 {used}。",
         "status_title": "状态",
         "regenerate": "重新生成",
@@ -85,6 +149,7 @@ STRINGS: dict[str, dict[str, str]] = {
         "too_many_waiting": "本对话已有 {limit} 个回答正在生成或排队，这条消息未被回答。"
                             "它仍保留在对话中：待其中一个完成后，可编辑它重新发送。",
         "sanitized": "已移除消息中的控制字符。",
+        "panel_model": "模型",
         "panel_remote": "远程 vLLM 服务",
         "panel_card": "显卡",
         "panel_profile": "配置",
@@ -93,11 +158,29 @@ STRINGS: dict[str, dict[str, str]] = {
         "panel_context_value": "{tokens} 个 token",
         "panel_restarts": "重启次数",
         "panel_speed": "速度",
+        "state_stopped": "已停止",
+        "state_loading": "加载中",
+        "state_warming": "预热中",
+        "state_ready": "就绪",
+        "state_restarting": "重启中",
+        "state_failed": "失败",
+        "detail_finding_model": "查找模型",
+        "detail_local_cache": "在本地缓存中查找",
+        "detail_downloading": "正在下载 {model}（仅首次运行）",
+        "detail_download_progress": "正在下载 {model}：{progress}",
+        "detail_tokenizer": "加载分词器",
+        "detail_loading_engine": "将模型载入引擎",
+        "detail_out_of_memory_retry": "显存不足；以更小的 KV 缓存重试（{kv}）",
+        "detail_engine_up": "引擎 {seconds:.1f} 秒启动完成；正在处理首个请求",
+        "detail_retrying_after": "出错后重试：{error}",
+        "detail_gave_up": "{reason}；重启 {restarts} 次后放弃",
         "speed_starting": "启动引擎（eager）正在应答；全速引擎构建中（已 {seconds:.0f} 秒）",
         "speed_full": "全速（启动后第 {seconds:.0f} 秒起）",
         "history_damaged": "聊天记录文件已损坏，已新建一个空的聊天记录。旧文件原样保留为 {path}。",
         "message_unreadable": "此消息无法读取（其保存的副本已损坏）",
         "interrupted": "已中断：应用在此回答完成前停止",
+        "stopped": "已由你停止",
+        "ready_took": "{seconds:.1f} 秒就绪",
         "speed_starting_only": "仅启动引擎（eager{cost}）：全速引擎未能启动：{reason}（详见日志）",
         "starting_engine_cost_gpu": "，约慢 5 倍",
         "panel_download": "下载本对话",
@@ -113,6 +196,36 @@ STRINGS: dict[str, dict[str, str]] = {
         "starter_poem": "写一首关于大海的短诗",
         "starter_kv_label": "解释什么是 KV 缓存",
         "starter_kv": "用简单的话解释大语言模型的 KV 缓存。",
+        "preset_save_command": "保存预设",
+        "preset_save_description": "输入名称后发送：保存本对话的系统提示词、温度、top_p 与回答长度",
+        "preset_use_description": "使用此预设开始：{summary}",
+        "preset_saved": "预设“{name}”已保存。可在命令菜单（/）中选择它来开始对话。",
+        "preset_applied": "正在使用预设“{name}”：{summary}。",
+        "preset_refused": "预设未保存：{detail}。",
+        "preset_name_length": "预设名称应为 1 到 {limit} 个字符，此名称有 {chars} 个",
+        "preset_too_many": "每位用户最多 {limit} 个预设",
+        "preset_summary": "温度 {temperature}，top_p {top_p}，最多 {max_tokens} 个 token{prompt}",
+        "preset_summary_prompt": "，系统提示词“{text}”",
+        "doc_too_big": "{name} 大小为 {size:.1f} MB；可附加的文件上限为 {limit} MB（--max-upload-mb）。未读取该文件。",
+        "doc_too_many": "附加了 {count} 个文件；每条消息最多读取 {limit} 个（--max-upload-files）。未读取：{names}。",
+        "doc_image": "{name} 是图片，而模型只能读取文字。未读取该文件。",
+        "doc_binary": "{name} 不是文本文件（含二进制数据），未读取。"
+                      "请附加文本、Markdown、代码、CSV、JSON、HTML、PDF 或 DOCX。",
+        "doc_unsupported": "{name} 是 {what} 文件，无法读取。"
+                           "请附加文本、Markdown、代码、CSV、JSON、HTML、PDF 或 DOCX。",
+        "doc_encrypted": "{name} 是加密的 PDF，未读取。请另存一份无密码的副本后再附加。",
+        "doc_corrupt": "{name} 无法作为 {kind} 读取：文件已损坏（{detail}）。",
+        "doc_bomb": "{name} 解压后会超过 {limit} MB 或包含过多部件（疑似压缩炸弹），未读取。",
+        "doc_no_text": "{name} 没有文字层（可能是扫描版 PDF），而模型只能读取文字。未读取该文件。",
+        "doc_empty": "{name} 是空文件。",
+        "doc_too_slow": "读取 {name} 超过 {seconds} 秒，已停止。",
+        "doc_too_much_memory": "读取 {name} 需要超过 {limit} MB 内存，已停止。",
+        "doc_truncated": "{name} 的文字超过 {limit:,} 个字符；只读取前 {limit:,} 个。",
+        "doc_passages": "{name} 有 {tokens:,} 个 token，超过上下文剩余的 {room:,} 个 token："
+                        "已选用与你的问题最相关的段落（{where_kind} {where}）。",
+        "doc_left_out": "{name} 有 {tokens:,} 个 token，而上下文只剩 {room:,} 个 token：本次回答未包含该文件。",
+        "doc_where_pages": "页码",
+        "doc_where_lines": "行号",
     },
 }
 
@@ -130,5 +243,28 @@ def starting_engine_cost(language: str | None, device: str) -> str:
     return t(language, "starting_engine_cost_gpu") if device == "cuda" else ""
 
 
-def t(language: str | None, key: str, **values) -> str:
-    return STRINGS[lang_of(language)][key].format(**values)
+def t(language: str | None, key: str, **values: Any) -> str:
+    """The string ``key`` in ``language`` with ``values`` filled in (a Phrase among them in that language too)."""
+    return STRINGS[lang_of(language)][key].format(**{name: worded(language, value) for name, value in values.items()})
+
+
+class Phrase(str):
+    """One of the app's lines that is kept before it is shown (the engine's state detail): a plain ``str`` in
+    English, as the log, /readyz and the terminal show it, that remembers its key and values, so that the page
+    can word it in its own language (``worded``)."""
+
+    key: str
+    values: dict[str, Any]
+
+    def __new__(cls, key: str, **values: Any) -> Phrase:
+        phrase = super().__new__(cls, t("en", key, **values))
+        phrase.key, phrase.values = key, values
+        return phrase
+
+
+def worded(language: str | None, text: Any) -> Any:
+    """``text`` in ``language`` when it is a Phrase, or an error made from one; anything else (an error's own
+    words, a number) as it is."""
+    if isinstance(text, BaseException) and len(text.args) == 1:
+        text = text.args[0]
+    return t(language, text.key, **text.values) if isinstance(text, Phrase) else text

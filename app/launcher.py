@@ -15,10 +15,11 @@ from collections.abc import Sequence
 from typing import Optional
 
 from app.cli import Command, parse_command
+from app.engine_plan import EnginePlan
 from app.errors import ErnieChatError, InsecureBindError, PortInUseError
 from app.hardware import GIB, cpu_facts, detect_vllm_build, parse_assumed_gpu, probe_gpus
 from app.model_source import check_model_setting, model_shape
-from app.profiles import EnginePlan, plan_engine
+from app.profiles import plan_engine
 from app.settings import AppSettings
 
 log = logging.getLogger("ernie_chat")
@@ -135,10 +136,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             from app.check import run_check
 
             return run_check(command.settings)
-        if command.action in ("export", "import"):  # chat history (issue 12): no engine needed
+        if command.action in ("export", "import"):  # chat history: no engine needed
             from app.history.transfer import run_transfer_command
 
             return run_transfer_command(command)
+        if command.action == "users":  # per-person logins: no engine needed
+            from app.users_command import run_users_command
+
+            return run_users_command(command)
         plan = make_plan(command)
         if command.action == "print-config":
             return print_plan_to_stdout(plan, command.as_json)

@@ -16,9 +16,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
-from app.engine import StartStep
-from app.errors import ModelNotFoundError
-from app.profiles import ModelShape
+from app.engine_plan import ModelShape
+from app.engine_status import StartStep
+from app.errors import ModelNotFoundError, one_line
+from app.i18n import Phrase
 from app.settings import ModelSettings
 
 # Only what vLLM needs to serve the model; skips the PaddlePaddle weights the hub repo also carries.
@@ -47,20 +48,45 @@ def check_model_setting(settings: ModelSettings) -> Optional[Path]:
     if settings.model.startswith((".", "/", "~")) or settings.model.count("/") != 1:
         raise ModelNotFoundError(f"invalid setting --model = {settings.model!r}: no such directory, and not a "
                                  "hub id like baidu/ERNIE-4.5-0.3B-PT")
-    if is_offline(settings) and not _in_hub_cache(settings):
+    if _in_hub_cache(settings):
+        return None
+    if is_offline(settings):
         raise ModelNotFoundError(_offline_miss(settings.model))
+    _require_hub(settings.model)
     return None
 
 
+HUB_CHECK_SECONDS = 10.0
+
+
+def _require_hub(model: str) -> None:
+    """A model that must be downloaded: ask the hub for it now, so that an unreachable hub or a wrong id is one
+    line before the server starts (it was the UI's address, two failures and three shutdown lines, then the
+    error)."""
+    from huggingface_hub import HfApi, constants
+    from huggingface_hub.errors import GatedRepoError, RepositoryNotFoundError
+
+    try:
+        HfApi().model_info(model, revision="main", timeout=HUB_CHECK_SECONDS)  # what the download fetches
+    except GatedRepoError:
+        return  # it exists; the download says what access it needs
+    except RepositoryNotFoundError:
+        raise ModelNotFoundError(f"invalid setting --model = {model!r}: the model hub ({constants.ENDPOINT}) has no "
+                                 "such model; check the id, or pass --model /path/to/model") from None
+    except Exception as err:  # noqa: BLE001 - no network, DNS, proxy, TLS, timeout: all one line here
+        raise ModelNotFoundError(f"cannot reach the model hub at {constants.ENDPOINT} to download {model} "
+                                 f"({one_line(err)}); check the network or HF_ENDPOINT (a mirror), or pass "
+                                 "--model /path/to/model (--offline uses a copy already downloaded)") from None
+
+
 def _in_hub_cache(settings: ModelSettings) -> bool:
-    from huggingface_hub import scan_cache_dir
-    from huggingface_hub.errors import CacheNotFound
+    """Whether a download already left the model's config.json in the hub cache: one file looked up, not the
+    whole cache scanned (this runs on every start with a hub id)."""
+    from huggingface_hub import try_to_load_from_cache
 
     cache = str(settings.download_dir) if settings.download_dir else None
-    try:
-        return any(repo.repo_id == settings.model for repo in scan_cache_dir(cache).repos)
-    except CacheNotFound:
-        return False
+    found = try_to_load_from_cache(settings.model, "config.json", cache_dir=cache)
+    return isinstance(found, str)
 
 
 def _offline_miss(model: str) -> str:
@@ -78,11 +104,11 @@ def resolve_model(settings: ModelSettings, progress: Callable[[str], None] = lam
     from huggingface_hub.errors import GatedRepoError, LocalEntryNotFoundError, RepositoryNotFoundError
 
     offline = is_offline(settings)
-    progress("looking in the local cache" if offline else f"downloading {settings.model} (first run only)")
+    progress(Phrase("detail_local_cache") if offline else Phrase("detail_downloading", model=settings.model))
     try:
         path = snapshot_download(settings.model, allow_patterns=patterns or ALLOW_PATTERNS, local_files_only=offline,
                                  cache_dir=str(settings.download_dir) if settings.download_dir else None,
-                                 tqdm_class=reporting_bar(f"downloading {settings.model}", progress))
+                                 tqdm_class=reporting_bar(settings.model, progress))
     except LocalEntryNotFoundError:
         if offline:
             raise ModelNotFoundError(_offline_miss(settings.model)) from None
@@ -130,10 +156,10 @@ def _tensor_names(file: Path) -> list[str]:
         return []
 
 
-def reporting_bar(label: str, progress: Callable[[str], None], every_s: float = 1.0) -> type:
+def reporting_bar(model: str, progress: Callable[[str], None], every_s: float = 1.0) -> type:
     """huggingface_hub's progress bar class, also telling ``progress`` how far the download is.
 
-    The terminal keeps hub's own bars; the UI's status panel and /readyz get "label: 120 / 721 MB (17%)"
+    The terminal keeps hub's own bars; the UI's status panel and /readyz get "downloading MODEL: 120 / 721 MB (17%)"
     at most once per ``every_s``. Bars counting bytes report megabytes, others (files) plain counts.
     """
     from huggingface_hub.utils import tqdm as hub_tqdm
@@ -158,7 +184,8 @@ def reporting_bar(label: str, progress: Callable[[str], None], every_s: float = 
             now = time.monotonic()
             if now - ReportingBar.last_report >= every_s or (total and self.counted >= total):
                 ReportingBar.last_report = now
-                progress(f"{label}: {describe_progress(self.counted, total, unit)}")
+                progress(Phrase("detail_download_progress", model=model,
+                                progress=describe_progress(self.counted, total, unit)))
             return shown
 
     return ReportingBar
@@ -210,7 +237,7 @@ class ModelFiles:
 
     def provide(self, progress: Callable[..., None]) -> str:
         path = resolve_model(self.settings, progress, self.patterns)
-        progress("loading the tokenizer", StartStep.TOKENIZER)
+        progress(Phrase("detail_tokenizer"), StartStep.TOKENIZER)
         # Imported here, before the engine thread imports vLLM (which imports transformers too): two threads
         # importing the same packages at once can deadlock on Python's import locks.
         from transformers import AutoTokenizer

@@ -12,10 +12,11 @@ CUDA graphs 0.22; KV cache 18.4 KB per token.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from typing import Any, Optional
 
+from app.engine_plan import ONE_PROCESS_EXECUTOR, EnginePlan, ModelShape
 from app.errors import InsufficientMemoryError, SettingsError, UnsupportedHardwareError
 from app.hardware import (
     CUDA_WITHOUT_SM70,
@@ -32,76 +33,6 @@ from app.settings import EngineSettings
 from app.tutorial_lines import TUTORIAL_CARDS, TUTORIAL_LINES, tutorial_warnings
 
 MIB = 1024**2
-
-
-@dataclass(frozen=True)
-class ModelShape:
-    """What the memory plan needs to know about the model (read from its config.json)."""
-
-    num_layers: int = 18
-    num_kv_heads: int = 2
-    head_dim: int = 128
-    num_params: int = 360_700_000
-    max_position_embeddings: int = 131072
-
-    @classmethod
-    def from_config(cls, config: Mapping[str, Any]) -> ModelShape:
-        hidden = int(config["hidden_size"])
-        heads = int(config["num_attention_heads"])
-        layers = int(config["num_hidden_layers"])
-        vocab = int(config["vocab_size"])
-        inter = int(config.get("intermediate_size", 4 * hidden))
-        kv_heads = int(config.get("num_key_value_heads", heads))
-        head_dim = int(config.get("head_dim") or hidden // heads)
-        # Llama-like block: q,o (hidden x heads*head_dim), k,v (hidden x kv_heads*head_dim), 3 MLP mats.
-        per_layer = 2 * hidden * heads * head_dim + 2 * hidden * kv_heads * head_dim + 3 * hidden * inter
-        embeddings = vocab * hidden * (1 if config.get("tie_word_embeddings", True) else 2)
-        return cls(num_layers=layers, num_kv_heads=kv_heads, head_dim=head_dim,
-                   num_params=layers * per_layer + embeddings,
-                   max_position_embeddings=int(config.get("max_position_embeddings", 131072)))
-
-    def kv_bytes_per_token(self, dtype_bytes: int = 2) -> int:
-        """K and V for every layer: 2 * 18 * 2 * 128 * 2 = 18,432 bytes for ERNIE-4.5-0.3B in 16 bit."""
-        return 2 * self.num_layers * self.num_kv_heads * self.head_dim * dtype_bytes
-
-    def weight_bytes(self, dtype_bytes: int = 2) -> int:
-        return self.num_params * dtype_bytes
-
-
-@dataclass(frozen=True)
-class EnginePlan:
-    """Engine arguments (vLLM's names) with a reason for each, and what the plan expects to use."""
-
-    profile: str
-    device: str  # "cuda" or "cpu"
-    gpu: Optional[GpuInfo]
-    engine_args: dict[str, Any]
-    reasons: dict[str, str]
-    warnings: tuple[str, ...] = ()
-    env: dict[str, str] = field(default_factory=dict)  # set for the engine's processes
-    env_defaults: dict[str, str] = field(default_factory=dict)  # set unless the user set them already
-    planned_bytes: int = 0  # device memory the plan expects the engine to take
-    user_set: frozenset[str] = frozenset()  # engine arguments the user gave; a retry never changes these
-    kv_bytes_per_token: int = 0  # KV cache per token of context (model and KV dtype); 0 where unknown
-    # The eager engine that answers while this one is built (--quick-start); None: this one starts alone.
-    starter: Optional[EnginePlan] = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "gpu": self.gpu.to_dict() if self.gpu else None,
-            "profile": self.profile,
-            "device": self.device,
-            "engine_args": dict(self.engine_args),
-            "reasons": dict(self.reasons),
-            "warnings": list(self.warnings),
-            "env": dict(self.env),
-            "env_defaults": dict(self.env_defaults),
-            "planned_gib": round(self.planned_bytes / GIB, 2),
-            "set_by_you": sorted(self.user_set),
-            "starter": None if self.starter is None else {
-                "engine_args": dict(self.starter.engine_args),
-                "planned_gib": round(self.starter.planned_bytes / GIB, 2)},
-        }
 
 
 # Measured on an H200 (docs/benchmarks.md); the activation peak scales with the batch token budget,
@@ -236,7 +167,16 @@ def _plan_cpu(settings: EngineSettings, shape: ModelShape, cpu: CpuFacts) -> Eng
     for name in ("gpu_memory_utilization", "kv_cache_dtype"):
         if name in mine:
             args[name], why[name] = getattr(settings, name), SET_BY_YOU
-    env_defaults = {"ONEDNN_PRIMITIVE_CACHE_CAPACITY": str(ONEDNN_CACHE_ENTRIES)}
+    args["distributed_executor_backend"] = ONE_PROCESS_EXECUTOR
+    why["distributed_executor_backend"] = (
+        f"{ONE_PROCESS_EXECUTOR}: the model runs inside vLLM's engine process, as on a GPU; vLLM's CPU default starts "
+        "a third process that imports torch and vLLM once more (ready in 10.1-11.9 s instead of 15.2-16.3 s on "
+        "2 cores, docs/benchmarks.md)")
+    math_threads = max(1, cpu.cores - 1)
+    env_defaults = {"ONEDNN_PRIMITIVE_CACHE_CAPACITY": str(ONEDNN_CACHE_ENTRIES), "OMP_NUM_THREADS": str(math_threads)}
+    why["OMP_NUM_THREADS"] = (
+        f"{math_threads} of {cpu.cores} cores for the engine's math, as vLLM's own CPU layout takes: one core stays "
+        "for its scheduler and this app (math threads on every core stall each other whenever the app is busy)")
     why["ONEDNN_PRIMITIVE_CACHE_CAPACITY"] = (
         f"{ONEDNN_CACHE_ENTRIES}: oneDNN keeps a compiled kernel for every new matrix shape, up to 1024 by "
         "default, and each prompt length is a new shape, so vLLM's CPU worker grew ~19 MiB a minute in a "
@@ -583,5 +523,4 @@ def with_smaller_kv(plan: EnginePlan, factor: float = 0.5) -> Optional[EnginePla
     return replace(plan, engine_args=args, reasons=reasons, planned_bytes=planned)
 
 
-__all__ = ["ModelShape", "CpuFacts", "EnginePlan", "plan_engine", "plan_tutorial", "with_smaller_kv",
-           "TUTORIAL_LINES", "cuda12_fix"]
+__all__ = ["CpuFacts", "plan_engine", "plan_tutorial", "with_smaller_kv", "TUTORIAL_LINES", "cuda12_fix"]

@@ -16,9 +16,9 @@ from typing import Any, Optional
 
 import httpx
 
-from app.engine_protocol import Delta
+from app.engine_plan import EnginePlan
+from app.engine_protocol import Delta, Sampling
 from app.errors import EngineDied, RemoteServerError, RequestRefused
-from app.profiles import EnginePlan
 
 log = logging.getLogger("ernie_chat.remote")
 
@@ -69,15 +69,17 @@ class RemoteEngine:
         self._in_flight: set[str] = set()
         self._dead: Optional[str] = None
 
-    async def generate(self, token_ids: list[int], sampling: dict[str, Any], request_id: str) -> AsyncIterator[Delta]:
+    async def generate(self, token_ids: list[int], sampling: Sampling, request_id: str) -> AsyncIterator[Delta]:
         import openai
 
         self._in_flight.add(request_id)
         try:
             stream = await self._client.completions.create(
                 model=self.model, prompt=token_ids, stream=True,
-                stream_options={"include_usage": True}, max_tokens=sampling.get("max_tokens"),
-                temperature=sampling.get("temperature"), top_p=sampling.get("top_p"), seed=sampling.get("seed"),
+                stream_options={"include_usage": True}, max_tokens=sampling.max_tokens,
+                temperature=sampling.temperature, top_p=sampling.top_p, seed=sampling.seed,
+                # ignore_eos is vLLM's own field, not OpenAI's: sent only when asked for
+                extra_body={"ignore_eos": True} if sampling.ignore_eos else None,
                 extra_headers={"X-Request-Id": request_id})
             # Closing the stream (stop pressed) closes the connection, and vLLM's server aborts the request.
             async with stream:

@@ -12,11 +12,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
-from app.engine import EngineHost, EngineState, EngineStatus
+from app.engine_host import EngineHost, EngineHostOptions
+from app.engine_plan import EnginePlan
 from app.engine_protocol import EngineFactory
+from app.engine_status import EngineState, EngineStatus
 from app.hardware import GpuFaultWatch, GpuInfo, gpu_memory_used
 from app.model_source import ModelFiles
-from app.profiles import EnginePlan
 from app.settings import AppSettings
 from app.telemetry import AppMetrics, LogTail
 
@@ -67,6 +68,7 @@ class Runtime:
     model: ModelFiles  # the tokenizer and generation defaults, loaded with the model
     gpu_memory: Optional[GpuMemoryWatch] = None
     history: Any = None  # app.history.HistoryStore when chats are kept (app/chat_history.py); None with --no-history
+    login: Any = None  # app.guards.identity.LoginPolicy: who may log in, decided at start (build_runtime)
     damaged_history: Optional[Path] = None  # where a damaged database was kept at start; told on the first page
 
     @property
@@ -96,15 +98,16 @@ def build_runtime(settings: AppSettings, plan: EnginePlan, engine_factory: Engin
     remote = plan.device == "remote"
     model = ModelFiles(settings.model, TOKENIZER_PATTERNS if remote else None)
     metrics = AppMetrics()
-    host = EngineHost(model.provide, plan, metrics, max_concurrent=settings.engine.max_concurrent_chats,
-                      engine_factory=engine_factory,
-                      # A remote server restarts on its own schedule (a vLLM start takes a minute or
-                      # more): keep reconnecting, with the same capped backoff, instead of giving up.
-                      max_restarts=None if remote else settings.engine.max_restarts,
-                      start_timeout=settings.engine.engine_start_timeout,
-                      gpu_fault_check=GpuFaultWatch(plan.gpu) if plan.gpu else None,
-                      log_tail=None if remote else LogTail(settings.server.log_file.resolve()),
-                      on_fatal=on_fatal, launched_at=launched_at, before_ready=model.wait_loaded)
+    host = EngineHost(EngineHostOptions(
+        model_path_provider=model.provide, plan=plan, metrics=metrics,
+        max_concurrent=settings.engine.max_concurrent_chats, engine_factory=engine_factory,
+        # A remote server restarts on its own schedule (a vLLM start takes a minute or
+        # more): keep reconnecting, with the same capped backoff, instead of giving up.
+        max_restarts=None if remote else settings.engine.max_restarts,
+        start_timeout=settings.engine.engine_start_timeout,
+        gpu_fault_check=GpuFaultWatch(plan.gpu) if plan.gpu else None,
+        log_tail=None if remote else LogTail(settings.server.log_file.resolve()),
+        on_fatal=on_fatal, launched_at=launched_at, before_ready=model.wait_loaded))
     watch = GpuMemoryWatch(lambda: gpu_memory_used(plan.gpu), gpu=str(plan.gpu.index)) if plan.gpu else None
     if watch:
         def note_after_load(status: EngineStatus) -> None:
@@ -112,7 +115,10 @@ def build_runtime(settings: AppSettings, plan: EnginePlan, engine_factory: Engin
                 watch.after_load = watch.sample()
 
         host.add_listener(note_after_load)
-    return Runtime(settings=settings, plan=plan, host=host, metrics=metrics, model=model, gpu_memory=watch)
+    from app.guards.identity import LoginPolicy
+
+    return Runtime(settings=settings, plan=plan, host=host, metrics=metrics, model=model, gpu_memory=watch,
+                   login=LoginPolicy.from_settings(settings))  # an unreadable users file: one line, nothing started
 
 
 _CURRENT: list[Runtime] = []

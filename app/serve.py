@@ -12,9 +12,9 @@ import sys
 import threading
 from typing import Optional
 
+from app.engine_plan import EnginePlan
 from app.errors import ErnieChatError
 from app.orphan_guard import clean_leftovers, start_watcher, stop_watcher
-from app.profiles import EnginePlan
 from app.progress import StartProgressBar
 from app.runtime import Runtime, build_runtime
 from app.settings import PROJECT_ROOT, AppSettings
@@ -31,9 +31,9 @@ def serve(settings: AppSettings, plan: EnginePlan, launched_at: float) -> int:
 
     # Chainlit reads .chainlit/ and chainlit.md from CHAINLIT_APP_ROOT at import: point it at the project.
     os.environ.setdefault("CHAINLIT_APP_ROOT", str(PROJECT_ROOT))
-    if settings.server.auth_token is not None:
-        # Chainlit signs its login sessions with this; a fresh one per start logs everyone out on restart.
-        os.environ.setdefault("CHAINLIT_AUTH_SECRET", secrets.token_urlsafe(48))
+    # Chainlit signs its logins with this; a fresh one per start ends every login on restart (the local user's
+    # page logs itself in again; app/guards/local_user.py).
+    os.environ.setdefault("CHAINLIT_AUTH_SECRET", secrets.token_urlsafe(48))
     # On a terminal, engine start gets a progress bar, and only what the user must act on: vLLM's INFO and
     # WARNING lines (16 on a normal CPU start: Triton missing, NUMA, tcmalloc "for best performance", ...)
     # go to the log file only; its errors still show. Elsewhere (log files, systemd) everything is logged.
@@ -98,7 +98,7 @@ class BrowserOpener:
         self.opened = False
 
     def __call__(self, status) -> None:
-        from app.engine import EngineState
+        from app.engine_status import EngineState
 
         if status.state is EngineState.READY and not self.opened:
             self.opened = True

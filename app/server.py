@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gzip
-import hmac
 import logging
 import os
 import re
@@ -19,14 +18,13 @@ import tempfile
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Optional
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from starlette.middleware.base import BaseHTTPMiddleware
 
-from app.engine import EngineState
-from app.errors import AuthenticationError, error_body
+from app.chainlit_internals import use_files_directory
+from app.engine_status import EngineState
 from app.guards import install_guards
 from app.history.writer import SLOW_SAVE_S
 from app.orphan_guard import FILES_PREFIX
@@ -59,18 +57,6 @@ class OfflinePageMiddleware(BaseHTTPMiddleware):
         return Response(html, status_code=response.status_code, headers=headers, media_type="text/html")
 
 
-def token_problem(request: Request) -> Optional[JSONResponse]:
-    """With --auth-token set, /metrics and /v1/* need ``Authorization: Bearer <token>``."""
-    token = runtime_of(request).settings.server.auth_token
-    if token is None:
-        return None
-    sent = request.headers.get("authorization", "")
-    if sent.startswith("Bearer ") and hmac.compare_digest(sent[7:].encode(), token.get_secret_value().encode()):
-        return None
-    err = AuthenticationError("missing or wrong bearer token (--auth-token)")
-    return JSONResponse(error_body(err), status_code=err.http_status, headers={"WWW-Authenticate": "Bearer"})
-
-
 def private_files_dir() -> Path:
     """Give this process its own folder for Chainlit's per-chat files (the status panel's text, uploads).
 
@@ -78,26 +64,10 @@ def private_files_dir() -> Path:
     one of its servers stops: another Chainlit app run from the same folder (a second ernie-chat, the tests'
     Markdown echo app) took the running app's folder away, and its status panel could no longer be drawn.
     A private folder (mode 0700: other local users cannot read chats' files) is removed by our lifespan."""
-    import chainlit.config
-    import chainlit.server
-
     # Named with this pid, so that a later start removes it if this process is killed (app/orphan_guard.py).
     folder = Path(tempfile.mkdtemp(prefix=f"{FILES_PREFIX}{os.getpid()}-"))
-    chainlit.config.FILES_DIRECTORY = folder  # read by each session (chainlit/session.py)
-    chainlit.server.FILES_DIRECTORY = folder  # Chainlit's own lifespan (not run here) would remove it
+    use_files_directory(folder)
     return folder
-
-
-class TokenMiddleware(BaseHTTPMiddleware):
-    async def dispatch(self, request: Request, call_next):
-        path, root = request.scope["path"], request.scope.get("root_path", "")
-        if root and path.startswith(root):  # behind a proxy prefix, scope paths may carry it
-            path = path[len(root):]
-        if path == "/metrics" or path.startswith("/v1/"):
-            problem = token_problem(request)
-            if problem is not None:
-                return problem
-        return await call_next(request)
 
 
 def _history_state(rt: Runtime) -> str:
@@ -179,11 +149,12 @@ def create_app(runtime: Runtime) -> FastAPI:
 
     from chainlit.utils import mount_chainlit
 
-    from app.static_assets import mount_katex
+    from app.branding import show_model
+    from app.static_assets import mount_static_assets
 
-    mount_katex(app)
+    mount_static_assets(app)
+    show_model(runtime.settings.model.model, files_dir / "welcome")  # the page's title and welcome text
     mount_chainlit(app, CHAINLIT_TARGET, path="")
     app.add_middleware(OfflinePageMiddleware)
-    app.add_middleware(TokenMiddleware)
-    install_guards(app, runtime.settings.server)  # issue 16: login rules, then Host/Origin/size checks outermost
+    install_guards(app, runtime)  # app/guards: feedback owner, API token, login rules, Host/Origin/size outermost
     return app

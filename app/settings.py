@@ -19,7 +19,7 @@ PROJECT_ROOT = Path(__file__).resolve().parent.parent  # where .chainlit/ and ch
 ENV_PREFIX = "ERNIE_CHAT_"
 DEFAULT_MODEL = "baidu/ERNIE-4.5-0.3B-PT"
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
-# 2,000 wrong passwords took 3.4 s (issue 16): a short token falls to guessing even with the login rate limit.
+# A short token falls to guessing even with the login rate limit (docs/security.md, rows 5a-5b).
 MIN_TOKEN_CHARS = 16
 
 
@@ -59,6 +59,9 @@ SAMPLING_BOUNDS = {
     "top_p": Bound(0.05, 1.0),
     "max_tokens": Bound(16, 32768, integer=True),
 }
+# /v1 takes answers down to one token, as OpenAI's API and vLLM do (a classifier asks for one); the UI's
+# slider and the chat defaults keep the bound above.
+API_SAMPLING_BOUNDS = {**SAMPLING_BOUNDS, "max_tokens": Bound(1, SAMPLING_BOUNDS["max_tokens"].high, integer=True)}
 _T, _P, _N = (SAMPLING_BOUNDS[k] for k in ("temperature", "top_p", "max_tokens"))
 
 
@@ -77,8 +80,10 @@ class ServerSettings(BaseSettings):
     port: int = Field(8000, ge=1, le=65535, description="TCP port for the chat UI and /healthz, /readyz, /metrics.")
     root_path: str = Field("", description="URL prefix when served behind a reverse proxy, e.g. /chat "
                            "(see docs/deploy.md).")
-    auth_token: Optional[SecretStr] = Field(None, description="Password for the UI login and Bearer token for "
-                                            "/metrics and /v1. Required when --host is not loopback.")
+    auth_token: Optional[SecretStr] = Field(None, description="Bearer token for /metrics and /v1, and the UI "
+                                            "password of ONE person (any user name logs in as the same user). "
+                                            "For several people: python launch.py users add NAME. Required "
+                                            "when --host is not loopback.")
     insecure_no_auth: bool = Field(False, description="Allow a non-loopback --host without --auth-token. "
                                    "Anyone who can reach the port can use the model.")
     open: Optional[bool] = Field(None, description="Open the chat in your browser when "
@@ -90,7 +95,7 @@ class ServerSettings(BaseSettings):
                                             "unlike the flag, it does not show in `ps` to other local users.")
     allowed_hosts: str = Field("", description="Host names the app answers to besides the bound --host, localhost "
                                "and 127.0.0.1, comma-separated (e.g. chat.example.com behind nginx; * for any). "
-                               "Other Host headers get 403: that stops DNS rebinding (issue 16).")
+                               "Other Host headers get 403: that stops DNS rebinding.")
     allowed_origins: str = Field("", description="Web origins allowed to use the chat socket and POST to the app "
                                  "besides its own, comma-separated, like Ollama's OLLAMA_ORIGINS "
                                  "(e.g. https://tools.example.com; * for any).")
@@ -217,10 +222,15 @@ class ChatSettings(BaseSettings):
                                       "request may carry; more is refused with a 400 before any is read.")
     stream_interval_ms: int = Field(50, ge=0, le=1000, description="Batch streamed text for this long before "
                                     "sending it to the page (one send per token freezes the browser).")
+    # Attached documents (issue 23). 20 MB holds a 300-page PDF with its pictures; the text the model reads is a
+    # small part of it. The upload route refuses a larger body before reading it (app/guards/web.py).
+    max_upload_mb: int = Field(20, ge=1, le=1024, description="Largest file (in MiB) that may be attached to a "
+                               "message; a larger one is refused before it is read.")
+    max_upload_files: int = Field(5, ge=1, le=50, description="Most files attached to one message.")
 
 
 class HistorySettings(BaseSettings):
-    """Where chats are kept (issue 12): SQLite in the user's data directory unless told otherwise."""
+    """Where chats are kept: SQLite in the user's data directory unless told otherwise."""
 
     model_config = _config()
 

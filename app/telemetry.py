@@ -77,8 +77,8 @@ def make_private(log_file: Path) -> None:
     os.chmod(log_file, 0o600)  # a file from an earlier version may be 0644
 
 
-# Chainlit's own errors (an edit of an unknown message id, a message without createdAt, a bad UUID) and
-# those of its socket went only to stderr, while the README says the log file has everything (issue 16).
+# Chainlit's and its socket's own errors (an unknown message id, a bad UUID) also go to the log file, so that
+# the log file has everything (docs/security.md, row 7: Chainlit's own errors).
 LIBRARY_LOGGERS = ("chainlit", "socketio", "engineio", "asyncio")
 ERROR_LOGGER = "ernie_chat.unhandled"
 
@@ -216,7 +216,8 @@ class AppMetrics:
                                      "several times a second while answering", ["gpu"], registry=r)
         self.gpu_memory_peak = Gauge("ernie_chat_gpu_memory_peak_bytes", "Highest GPU memory in use seen "
                                      "since start (NVML)", ["gpu"], registry=r)
-        # Issue 12: a write to the chat database failed (read-only file, full disk, server gone); answers go on.
+        # A write to the chat database failed (read-only file, full disk, server gone); answers go on
+        # (README, "Chats that last").
         self.history_write_errors = Counter("ernie_chat_history_write_errors", "Chat history writes that "
                                             "failed (the chat went on, unsaved)", registry=r)
 

@@ -11,10 +11,10 @@ import threading
 from collections.abc import AsyncIterator
 from typing import Any, Optional
 
-from app.engine_protocol import Delta, EngineDied
+from app.chainlit_internals import make_module_getattrs_pickle_safe
+from app.engine_plan import ONE_PROCESS_EXECUTOR, EnginePlan
+from app.engine_protocol import Delta, EngineDied, Sampling
 from app.errors import one_line
-from app.pickle_safe_modules import make_module_getattrs_pickle_safe
-from app.profiles import EnginePlan
 
 SERVED_MODEL_NAME = "ernie-chat"
 _IMPORT_LOCK = threading.Lock()
@@ -29,12 +29,13 @@ class VllmEngine:
         # What the engine accepts, which may differ from the plan when vLLM sized it itself.
         self.max_model_len = int(llm.model_config.max_model_len)
 
-    async def generate(self, token_ids: list[int], sampling: dict[str, Any], request_id: str) -> AsyncIterator[Delta]:
+    async def generate(self, token_ids: list[int], sampling: Sampling, request_id: str) -> AsyncIterator[Delta]:
         from vllm import SamplingParams
         from vllm.sampling_params import RequestOutputKind
         from vllm.v1.engine.exceptions import EngineDeadError
 
-        params = SamplingParams(**sampling, output_kind=RequestOutputKind.DELTA)
+        params = SamplingParams(temperature=sampling.temperature, top_p=sampling.top_p, max_tokens=sampling.max_tokens,
+                                seed=sampling.seed, ignore_eos=sampling.ignore_eos, output_kind=RequestOutputKind.DELTA)
         try:
             async for out in self._llm.generate({"prompt_token_ids": token_ids}, params, request_id):
                 piece = out.outputs[0]
@@ -59,7 +60,7 @@ class VllmEngine:
         return self._llm.get_num_unfinished_requests()
 
     def shutdown(self) -> None:
-        # vLLM waits 5 s by default for its engine process, whose CPU worker does not exit by itself, then
+        # vLLM waits 5 s by default for its engine process, which on a CPU does not exit by itself, then
         # kills it anyway: that made Ctrl-C take 8-9 s. vLLM 0.29 takes the grace period as an argument.
         if "timeout" in inspect.signature(self._llm.shutdown).parameters:
             self._llm.shutdown(timeout=SHUTDOWN_GRACE_SECONDS)
@@ -81,8 +82,15 @@ def create_vllm_engine(model_path: str, plan: EnginePlan) -> VllmEngine:
         # module loaded by now (Chainlit's too) must answer an unknown name with AttributeError.
         make_module_getattrs_pickle_safe()
 
+    engine_args = dict(plan.engine_args)
+    if engine_args.get("distributed_executor_backend") == ONE_PROCESS_EXECUTOR:
+        # vLLM's CPU platform turns the name "uni" into its multiprocess executor (a worker process of its own);
+        # the executor's class is taken as given, which keeps the model inside the engine process.
+        from vllm.v1.executor.uniproc_executor import UniProcExecutor
+
+        engine_args["distributed_executor_backend"] = UniProcExecutor
     # use_tqdm_on_load=False: the worker's own "Loading safetensors checkpoint shards" bar would be drawn over
     # the app's start-up bar on the terminal (step 3 of 4 covers it).
     args = AsyncEngineArgs(model=model_path, served_model_name=[SERVED_MODEL_NAME], use_tqdm_on_load=False,
-                           **plan.engine_args)
+                           **engine_args)
     return VllmEngine(AsyncLLM.from_engine_args(args))

@@ -10,7 +10,7 @@ one setting changed, measured interleaved with the plain one.
 
 Profiles run interleaved (a, b, c, a, b, c, ...) so drift on a noisy machine hits them alike; compare
 only numbers from one run. Each profile is planned by app.profiles for the card NVML reports, started
-through app.engine.EngineHost (warm-up included), measured, and shut down.
+through app.engine_host.EngineHost (warm-up included), measured, and shut down.
 Token-id prompts and skip_tokenizer_init: speed per token does not depend on the tokenizer.
 """
 from __future__ import annotations
@@ -27,9 +27,11 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from app.engine import EngineHost
+from app.engine_host import EngineHost, EngineHostOptions
+from app.engine_plan import ModelShape
+from app.engine_protocol import Sampling
 from app.hardware import detect_vllm_build, gpu_memory_used, probe_gpus
-from app.profiles import ModelShape, plan_engine
+from app.profiles import plan_engine
 from app.settings import PROFILES, EngineSettings
 from app.telemetry import AppMetrics
 from app.vllm_engine import create_vllm_engine
@@ -80,7 +82,8 @@ async def one_stream(host, vocab, max_tokens, seed):
     """One answer through the app's queue (EngineHost.stream): TTFT counts the wait for a free slot too."""
     rng = random.Random(seed)
     prompt = [rng.randrange(10, vocab - 1) for _ in range(PROMPT_TOKENS)]
-    sampling = {"max_tokens": max_tokens, "temperature": 0.0, "ignore_eos": True, "detokenize": False}
+    # Not detokenized: skip_tokenizer_init (below) leaves the engine without a tokenizer.
+    sampling = Sampling(temperature=0.0, top_p=1.0, max_tokens=max_tokens, ignore_eos=True)
     queued = False
 
     async def on_queued(position):
@@ -154,8 +157,9 @@ async def measure(name, model_dir, gpus, build, shape, vocab, args):
     plan = replace(plan, engine_args={**plan.engine_args, "skip_tokenizer_init": True, **extra})
     gpu = plan.gpu
     before = gpu_memory_used(gpu) if gpu else None
-    host = EngineHost(lambda progress: model_dir, plan, AppMetrics(), settings.max_concurrent_chats,
-                      engine_factory=create_vllm_engine, max_restarts=0, start_timeout=args.start_timeout)
+    host = EngineHost(EngineHostOptions(lambda progress: model_dir, plan, AppMetrics(), settings.max_concurrent_chats,
+                                        engine_factory=create_vllm_engine, max_restarts=0,
+                                        start_timeout=args.start_timeout))
     started = time.perf_counter()
     host.start_in_background()
     ok = await host.wait_ready(args.start_timeout)

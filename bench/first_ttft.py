@@ -16,9 +16,11 @@ import time
 from pathlib import Path
 
 from app.conversation import ChatTemplate
-from app.engine import EngineHost
+from app.engine_host import EngineHost, EngineHostOptions
+from app.engine_plan import ModelShape
+from app.engine_protocol import Sampling
 from app.hardware import cpu_facts, detect_vllm_build, probe_gpus
-from app.profiles import ModelShape, plan_engine
+from app.profiles import plan_engine
 from app.settings import EngineSettings
 from app.telemetry import AppMetrics
 from app.vllm_engine import create_vllm_engine
@@ -32,20 +34,19 @@ async def run(model: str, seeded_first: bool) -> None:
     shape = ModelShape.from_config(json.loads((Path(model) / "config.json").read_text()))
     plan = plan_engine(EngineSettings(), probe_gpus(), detect_vllm_build(), shape, cpu_facts())
     template = ChatTemplate(AutoTokenizer.from_pretrained(model))
-    host = EngineHost(lambda progress: model, plan, AppMetrics(), 4, engine_factory=create_vllm_engine)
+    host = EngineHost(EngineHostOptions(lambda progress: model, plan, AppMetrics(), 4,
+                                        engine_factory=create_vllm_engine))
     host.start_in_background()
     assert await host.wait_ready(900), host.status.detail
     print("| request | prompt tokens | seed | time to first token |\n|---|---|---|---|")
     for i, text in enumerate(PROMPTS):
         ids = template.encode([{"role": "user", "content": text}])
-        sampling = {"max_tokens": 16, "temperature": 0.8, "top_p": 0.8}
-        if seeded_first and i == 0:
-            sampling["seed"] = 5
+        sampling = Sampling(temperature=0.8, top_p=0.8, max_tokens=16, seed=5 if seeded_first and i == 0 else None)
         started, first = time.perf_counter(), None
         async for delta in host.stream(ids, sampling):
             if first is None and delta.new_tokens:
                 first = time.perf_counter() - started
-        print(f"| {i + 1} | {len(ids)} | {sampling.get('seed', '-')} | {first:.3f} s |")
+        print(f"| {i + 1} | {len(ids)} | {'-' if sampling.seed is None else sampling.seed} | {first:.3f} s |")
     await host.shutdown()
 
 

@@ -17,8 +17,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from tests.e2e.test_chat_ui import STATS_EN, send, wait_stats
-from tests.helpers import CHROMIUM_ARGS, LaunchedApp
+from tests.helpers import CHROMIUM_ARGS, STATS_EN, LaunchedApp, send, wait_stats
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
@@ -61,7 +60,8 @@ def main() -> None:
     args = parser.parse_args()
     from playwright.sync_api import sync_playwright
 
-    from tests.e2e.test_history_ui import open_sidebar, thread_id_of
+    from tests.e2e.test_history_ui import thread_id_of
+    from tests.helpers import open_sidebar
     from tests.real_model import cached as cached_real_model
 
     model = args.model or cached_real_model()

@@ -70,7 +70,9 @@ CARDS = (
 CPU_README = ("| no GPU | bf16 / fp32 | eager | for 16 chats | RAM | the engine (eager already) "
               "| CPU build; compile costs 100 s of start on a CPU |")
 CPU_PROFILES = ("| no NVIDIA card | - | bfloat16 with AVX512-BF16/AMX, else float32 | eager | 8k / for 16 chats | - | "
-                "CPU build (`requirements-cpu.txt`); torch.compile on a CPU took 115 s to start vs 16 s eager |")
+                "CPU build (`requirements-cpu.txt`); torch.compile on a CPU took 115 s to start vs 16 s eager; "
+                "the model runs in vLLM's engine process, not a worker process of its own (ready 4-5 s sooner on 2 "
+                "cores) |")
 
 
 def print_config(spec: str, profile: str = "auto") -> tuple[Optional[dict], str]:

@@ -10,6 +10,17 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+# Marks by folder, so that a new test file gets them too: `pytest -m "not slow"` runs the unit tests only.
+FOLDER_MARKS = {"integration": ("slow",), "e2e": ("slow", "browser")}
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m deselects by them
+def pytest_collection_modifyitems(items):
+    tests = Path(__file__).resolve().parent
+    for item in items:
+        folder = item.path.relative_to(tests).parts[0]
+        for mark in FOLDER_MARKS.get(folder, ()):
+            item.add_marker(mark)
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -63,7 +74,7 @@ def real_model_dir() -> Path:
 @pytest.fixture(scope="session")
 def caller_loop():
     """An event loop in a thread that plays the web server's loop for engine tests."""
-    from app.engine import LoopThread
+    from app.engine_host import LoopThread
 
     thread = LoopThread("test-caller-loop")
     yield thread
@@ -77,9 +88,10 @@ def engine_host(tiny_model_dir, caller_loop):
 
     from transformers import AutoTokenizer
 
-    from app.engine import EngineHost
+    from app.engine_host import EngineHost, EngineHostOptions
+    from app.engine_plan import ModelShape
     from app.hardware import VllmBuild
-    from app.profiles import ModelShape, plan_engine
+    from app.profiles import plan_engine
     from app.settings import EngineSettings
     from app.telemetry import AppMetrics
     from app.vllm_engine import create_vllm_engine
@@ -87,8 +99,8 @@ def engine_host(tiny_model_dir, caller_loop):
     shape = ModelShape.from_config(json.loads((tiny_model_dir / "config.json").read_text()))
     plan = plan_engine(EngineSettings(max_model_len=1024, max_concurrent_chats=4), [],
                        VllmBuild(True, "0.29.0", "cpu"), shape)
-    host = EngineHost(lambda progress: str(tiny_model_dir), plan, AppMetrics(), max_concurrent=4,
-                      engine_factory=create_vllm_engine, health_interval=0.5)
+    host = EngineHost(EngineHostOptions(lambda progress: str(tiny_model_dir), plan, AppMetrics(), max_concurrent=4,
+                                        engine_factory=create_vllm_engine, health_interval=0.5))
 
     async def start():
         host.start_in_background()

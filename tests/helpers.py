@@ -1,12 +1,16 @@
-"""Start `python launch.py` as a subprocess on a free port, poll it, stop it, and find its children
-(the pattern of vLLM's RemoteOpenAIServer: fail fast if the process dies, kill children at teardown)."""
+"""What more than one test module (and the bench scripts) use: start `python launch.py` as a subprocess on a
+free port, poll it, stop it, and find its children (the pattern of vLLM's RemoteOpenAIServer: fail fast if the
+process dies, kill children at teardown); chat with it from a browser page or over its socket; and a stand-in
+engine for EngineHost tests. Test modules import from here, never from each other."""
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import fcntl
 import json
 import os
 import pty
+import re
 import signal
 import socket
 import struct
@@ -17,10 +21,16 @@ import threading
 import time
 import urllib.error
 import urllib.request
+import uuid
+from collections.abc import Callable
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import psutil
+
+if TYPE_CHECKING:
+    import httpx
+    import socketio
 
 ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
@@ -215,3 +225,189 @@ def status_panel_text(page, *words: str, timeout_ms: int = 15000) -> str:
                      return !!el && words.every(w => el.innerText.includes(w)); }""",
         arg=list(words), timeout=timeout_ms)
     return page.inner_text("#side-view-content")
+
+
+PHONE = {"width": 390, "height": 844}
+NARROW_BELOW = 768  # Chainlit's own breakpoint: below it a side element is a sheet over the chat
+
+
+def wait_chat_opened(page, locale: str = "en-US", timeout_ms: int = 30000) -> None:
+    """The chat's socket is up and its status panel drawn (on_chat_start): on a wide page the panel shows the
+    engine's ready word in the page's language; on a phone the sheet nobody asked for came and was closed
+    (app/static/ui/face.js counts it on <html>)."""
+    from app.i18n import t
+
+    page.wait_for_selector("#chat-input", timeout=timeout_ms)
+    if page.viewport_size["width"] < NARROW_BELOW:
+        page.wait_for_function("() => Number(document.documentElement.dataset.unaskedStatusClosed || 0) > 0",
+                               timeout=timeout_ms)
+    else:
+        page.locator("#side-view-content").get_by_text(t(locale, "state_ready")).wait_for(timeout=timeout_ms)
+
+
+def covering(locator) -> str:
+    """What a tap at the element's centre reaches instead of it: '' when it reaches the element (in the viewport,
+    on top), else what is there (the start of its HTML) or where the element is (outside the viewport)."""
+    return locator.evaluate("""e => { const r = e.getBoundingClientRect();
+        const x = r.left + r.width / 2, y = r.top + r.height / 2;
+        if (r.width === 0 || x < 0 || y < 0 || x > innerWidth || y > innerHeight)
+            return 'outside the viewport: ' + JSON.stringify(r);
+        const hit = document.elementFromPoint(x, y);
+        return hit && (e === hit || e.contains(hit)) ? '' : (hit ? hit.outerHTML.slice(0, 300) : 'nothing'); }""")
+
+
+# The stats line under a finished answer (app/chat.py), English UI.
+STATS_EN = re.compile(r"prompt (\d+) tokens · answer (\d+) tokens · first token ([\d.]+) s · ([\d.]+) tokens/s")
+
+
+def wait_stats(page, count, pattern=STATS_EN, timeout=60):
+    """Wait for the count-th finished answer (its stats line) and return the numbers."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        found = pattern.findall(page.inner_text("body"))
+        if len(found) >= count:
+            return found[count - 1]
+        time.sleep(0.2)
+    raise AssertionError(f"no stats line #{count}; page says:\n{page.inner_text('body')[-1500:]}")
+
+
+def send(page, text):
+    page.fill("#chat-input", text)
+    page.click("#chat-submit")  # not Enter: on a phone-width page Enter adds a new line
+
+
+def open_sidebar(page):
+    """The history sidebar, opened (and waited for) as a user opens it."""
+    history = page.locator("#thread-history")
+    history.wait_for(state="attached", timeout=10000)
+    # A closed sidebar is still in the page, slid out of the viewport (the UI starts with it closed).
+    if history.evaluate("e => e.getBoundingClientRect().right <= 0"):
+        page.locator("#header #sidebar-trigger-button").click()
+    page.wait_for_function("() => document.querySelector('#thread-history').getBoundingClientRect().left >= 0",
+                           timeout=10000)
+
+
+def set_max_answer_tokens(page, key):
+    page.click("#chat-settings-open-modal")
+    slider = page.get_by_role("slider").last
+    slider.wait_for(timeout=10000)
+    slider.focus()
+    page.keyboard.press(key)  # Home -> 16 tokens, End -> the cap
+    page.click("#confirm")
+
+
+def attach(page, *paths: Path) -> None:
+    """Pick files with Chainlit's upload button (the composer's paperclip) and wait until the server has taken
+    every one: the page sends a message with only the files already uploaded."""
+    done = []
+    page.on("response", lambda r: done.append(r.status) if r.request.method == "POST" and "/project/file" in r.url
+            else None)
+    page.set_input_files("#upload-button-input", [str(p) for p in paths])
+    while len(done) < len(paths):
+        page.wait_for_event("response", timeout=30000)
+    assert done == [200] * len(paths), done
+
+
+def prompt_tokens(app):
+    """The engine's own count of prompt tokens it has taken (vLLM's counter)."""
+    return metric_value(get(app.url + "/metrics")[1], "vllm:prompt_tokens_total")
+
+
+def generated_tokens(app):
+    return metric_value(get(app.url + "/metrics")[1], "vllm:generation_tokens_total")
+
+
+def running_requests(app):
+    return metric_value(get(app.url + "/metrics")[1], "vllm:num_requests_running")
+
+
+async def socket_connect(app, client: httpx.Client, thread_id: str, events: list) -> socketio.AsyncClient:
+    """Chainlit's chat socket, opened as the page opens it (socket.io, the login cookie of ``client``, or its
+    Authorization header where it has one); what the app sends lands in ``events`` as (name, data)."""
+    import socketio
+
+    sio = socketio.AsyncClient(reconnection=False)
+    headers = {"Cookie": f"access_token={client.cookies.get('access_token')}"}
+    if "authorization" in client.headers:
+        headers["Authorization"] = client.headers["authorization"]
+    for name in ("resume_thread", "new_message", "update_message", "first_interaction"):
+        sio.on(name, (lambda n: lambda data=None: events.append((n, data)))(name))
+    await sio.connect(app.url, socketio_path="/ws/socket.io", transports=["websocket"],
+                      headers=headers,
+                      auth={"sessionId": str(uuid.uuid4()), "threadId": thread_id, "clientType": "webapp",
+                            "userEnv": "{}"}, wait_timeout=20)
+    await sio.emit("connection_successful")
+    return sio
+
+
+def finished_answer(events: list) -> str | None:
+    """The text of the first finished answer among the socket's events (it ends with its stats line)."""
+    for name, data in events:
+        if (name in ("new_message", "update_message") and isinstance(data, dict)
+                and data.get("type") == "assistant_message" and "prompt" in (data.get("output") or "")):
+            return data["output"]
+    return None
+
+
+async def answer_over_socket(app, client: httpx.Client, thread_id: str, text: str, events: list,
+                             also: Callable[[list], bool] = lambda events: True) -> tuple[float, str]:
+    """Send one message as the page does; seconds until its answer is finished, and the answer. ``also``: what
+    else the events must hold before the socket closes (a notice that follows the answer)."""
+    sio = await socket_connect(app, client, thread_id, events)
+    try:
+        started = time.monotonic()
+        await sio.emit("client_message", {"message": {
+            "id": str(uuid.uuid4()), "threadId": thread_id, "type": "user_message", "name": "local",
+            "output": text, "createdAt": "2026-12-04T10:00:00.000Z"}, "fileReferences": []})
+        seconds = None
+        while time.monotonic() - started < 120:
+            answer = finished_answer(events)
+            if answer is not None and seconds is None:
+                seconds = time.monotonic() - started
+            if answer is not None and also(events):
+                return seconds, answer
+            await asyncio.sleep(0.1)
+        raise AssertionError(f"no answer; events: {[e for e, _ in events][-10:]}")
+    finally:
+        await sio.disconnect()
+
+
+def start_until_settled(host, timeout: float = 30) -> None:
+    """Start an EngineHost on an event loop of its own, wait until it is ready or has failed, shut it down."""
+    from app.engine_status import EngineState
+
+    async def run():
+        host.start_in_background()
+        deadline = time.time() + timeout
+        while host.status.state not in (EngineState.READY, EngineState.FAILED) and time.time() < deadline:
+            await asyncio.sleep(0.02)
+        await host.shutdown()
+
+    asyncio.run(run())
+
+
+class FakeEngine:
+    """The engine protocol (app/engine_protocol.py) for EngineHost tests without vLLM: answers "ok" at once."""
+
+    def __init__(self, plan):
+        self.max_model_len = plan.engine_args["max_model_len"]
+
+    async def generate(self, token_ids, sampling, request_id):
+        from app.engine_protocol import Delta
+
+        yield Delta("ok", 1, True, "length")
+
+    async def check_health(self):
+        return None
+
+    async def abort(self, request_id):
+        return None
+
+    def dead_reason(self):
+        return None
+
+    def unfinished_requests(self):
+        return 0
+
+    def shutdown(self):
+        pass

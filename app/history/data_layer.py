@@ -1,9 +1,10 @@
 """Chainlit's data layer over our own schema (app/history/schema.py): users, chats, messages, elements.
 
 Why our own ``BaseDataLayer`` and not Chainlit's ``SQLAlchemyDataLayer``: that one never creates its tables,
-is tested on PostgreSQL only, and on SQLite breaks on list/dict step fields (#2528, #2750, #1545). Ours is
-SQLAlchemy Core, so one code path serves SQLite and PostgreSQL (tests/unit/test_history_data_layer.py runs
-the same suite on both), and every write goes through the one writer (app/history/writer.py).
+is tested on PostgreSQL only, and on SQLite breaks on list/dict step fields (Chainlit's GitHub issues #2528,
+#2750, #1545). Ours is SQLAlchemy Core, so one code path serves SQLite and PostgreSQL
+(tests/unit/test_history_data_layer.py runs the same suite on both), and every write goes through the one
+writer (app/history/writer.py).
 
 Ownership: a chat belongs to the user who started it, and nothing here hands a chat to someone else:
 ``update_thread`` never changes an owner, a message is not written into another user's chat, and
@@ -40,6 +41,9 @@ if TYPE_CHECKING:
 log = logging.getLogger("ernie_chat.history")
 THREAD_NAME_CHARS = 200  # Chainlit names a chat after its first message; the sidebar shows one line
 MAX_SEARCH_CHARS = 1000  # a search is a few words; a pasted page is not one
+# Each word is one more test per chat: on 1,000 chats, 32 words with a short one found nowhere (tested last)
+# took 106 ms median on SQLite, 16 such words 34 ms, 45 ms on PostgreSQL (docs/benchmarks.md).
+MAX_SEARCH_WORDS = 16
 # How long the user's message may hold its answer back while it is stored; a slow or broken database
 # must not stop the chat (the write still completes, or is counted as failed, afterwards).
 STORE_BEFORE_ANSWER_TIMEOUT_S = 2.0
@@ -90,6 +94,16 @@ def _like_pattern(words: str) -> str:
     return f"%{escaped}%"
 
 
+def _search_words(search: str) -> list[str]:
+    """The words a search must all find, lower-cased: split at whitespace (Unicode's, the ideographic space
+    too), so that a Chinese query typed without spaces stays one word, found as a substring. A repeated word,
+    or one inside another word of the search ("eat" in "weather"), adds nothing and is dropped. Longest first:
+    a longer word is rarer, and a chat without it is passed over before the other words are looked for."""
+    words = list(dict.fromkeys(search.lower().split()))
+    kept = [w for w in words if not any(w != other and w in other for other in words)]
+    return sorted(kept, key=len, reverse=True)
+
+
 def _session_user_identifier() -> Optional[str]:
     """The logged-in user of the websocket session this call runs in, if any."""
     try:
@@ -109,6 +123,11 @@ def _search_text(step: dict[str, Any]) -> str:
     return "\n".join(str(step.get(key) or "") for key in ("output", "input")).strip().lower()
 
 
+async def _empty_the_wal(conn: AsyncConnection) -> None:
+    # Waits (busy timeout) for readers of an older snapshot; one still reading leaves the frames to the next one.
+    await conn.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
+
+
 class HistoryDataLayer(BaseDataLayer):
     def __init__(self, engine: AsyncEngine, writer: HistoryWriter) -> None:
         self.engine = engine
@@ -122,7 +141,7 @@ class HistoryDataLayer(BaseDataLayer):
 
     # -- users -----------------------------------------------------------------------------------
     @contextlib.asynccontextmanager
-    async def _reading(self) -> AsyncIterator[AsyncConnection]:
+    async def reading(self) -> AsyncIterator[AsyncConnection]:
         """A connection for a read that sees this app's own writes: the queued ones land first, for a bounded
         moment (a database that refuses writes must not hold the sidebar or a resumed chat for long)."""
         await self.writer.settle(READ_AFTER_WRITES_S)
@@ -130,7 +149,7 @@ class HistoryDataLayer(BaseDataLayer):
             yield conn
 
     async def get_user(self, identifier: str) -> Optional[PersistedUser]:
-        async with self._reading() as conn:
+        async with self.reading() as conn:
             row = (await conn.execute(select(users).where(users.c.identifier == identifier))).first()
         if row is None:
             return None
@@ -157,7 +176,7 @@ class HistoryDataLayer(BaseDataLayer):
 
     # -- chats -----------------------------------------------------------------------------------
     async def get_thread_author(self, thread_id: str) -> str:
-        async with self._reading() as conn:
+        async with self.reading() as conn:
             row = (await conn.execute(select(threads.c.user_identifier).where(threads.c.id == thread_id))).first()
         return (row.user_identifier or "") if row else ""
 
@@ -203,6 +222,10 @@ class HistoryDataLayer(BaseDataLayer):
             await conn.execute(delete(threads).where(threads.c.id == thread_id))
 
         await self.writer.write(write, "deleting a chat", wait=USER_ACTION_WAIT_S, raise_errors=True)
+        if self.engine.dialect.name == "sqlite":
+            # secure_delete zeroes the chat's pages, but SQLite keeps reusing its -wal file, where the frames
+            # that first wrote them (an attached document's text) stay until overwritten: empty it now.
+            self.writer.submit(_empty_the_wal, "clearing a deleted chat from the write-ahead log")
 
     def _thread_dict(self, row: Any, step_dicts: list[dict], element_dicts: list[dict]) -> ThreadDict:
         return ThreadDict(id=row.id, createdAt=row.created_at, name=row.name, userId=row.user_id,
@@ -218,21 +241,27 @@ class HistoryDataLayer(BaseDataLayer):
             # characters SQLite refused the pattern with a 500, and the search text reached the log.)
             raise HTTPException(400, f"search text is {len(filters.search):,} characters; at most "
                                      f"{MAX_SEARCH_CHARS:,} are searched")
+        if filters.search and len(filters.search.split()) > MAX_SEARCH_WORDS:
+            raise HTTPException(400, f"search has {len(filters.search.split()):,} words; at most "
+                                     f"{MAX_SEARCH_WORDS} are searched")
         if filters.search and filters.search.strip():
-            words = filters.search.strip().lower()
-            # A substring test (instr / strpos) on text lower-cased when stored: on 1,000 chats x 20 messages
-            # a Chinese word took 28 ms median against 53 ms for lower(text) LIKE '%...%' on SQLite, 24 vs
-            # 48 ms on PostgreSQL, in the same run (docs/benchmarks.md, bench/history_search.py).
+            # Every word must occur in the chat, in any order: in its title or in any of its messages (not
+            # necessarily the same message: "keeper lighthouse" finds a chat whose question says lighthouse and
+            # whose answer says keeper). Each word is a substring test (instr / strpos) on text lower-cased
+            # when stored: on 1,000 chats x 20 messages a Chinese word took 28 ms median against 53 ms for
+            # lower(text) LIKE '%...%' on SQLite, 24 vs 48 ms on PostgreSQL, in the same run; all-words
+            # searches are timed there too (docs/benchmarks.md, bench/history_search.py).
             position = func.strpos if self.engine.dialect.name == "postgresql" else func.instr
-            in_messages = exists().where(and_(steps.c.thread_id == threads.c.id,
-                                              position(steps.c.search_text, words) > 0))
-            in_name = func.lower(threads.c.name).like(_like_pattern(words), escape="\\")
-            query = query.where(or_(in_name, in_messages))
+            for word in _search_words(filters.search):
+                in_messages = exists().where(and_(steps.c.thread_id == threads.c.id,
+                                                  position(steps.c.search_text, word) > 0))
+                in_name = func.lower(threads.c.name).like(_like_pattern(word), escape="\\")
+                query = query.where(or_(in_name, in_messages))
         if filters.feedback is not None:
             query = query.where(exists().where(and_(steps.c.thread_id == threads.c.id,
                                                     feedbacks.c.step_id == steps.c.id,
                                                     feedbacks.c.value == filters.feedback)))
-        async with self._reading() as conn:
+        async with self.reading() as conn:
             if pagination.cursor:
                 anchor = (await conn.execute(select(threads.c.updated_at, threads.c.id)
                                              .where(threads.c.id == pagination.cursor))).first()
@@ -251,7 +280,7 @@ class HistoryDataLayer(BaseDataLayer):
             data=data)
 
     async def get_thread(self, thread_id: str) -> Optional[ThreadDict]:
-        async with self._reading() as conn:
+        async with self.reading() as conn:
             row = (await conn.execute(select(threads).where(threads.c.id == thread_id))).first()
             if row is None:
                 return None
@@ -327,7 +356,8 @@ class HistoryDataLayer(BaseDataLayer):
 
     async def store_now(self, step_dict: StepDict, owner_user_id: Optional[str]) -> None:
         """Store a message (and give its chat its owner) and wait for it, up to a short timeout: the
-        user's message is stored before the engine answers (issue 12, item 7)."""
+        user's message is stored before the engine answers, so a crash mid-answer still leaves the question in
+        its chat (CHANGELOG, "Chats are kept")."""
         await self.writer.write(self._step_write(step_dict, owner_user_id), "saving a message",
                                 wait=STORE_BEFORE_ANSWER_TIMEOUT_S)
 
@@ -339,7 +369,7 @@ class HistoryDataLayer(BaseDataLayer):
         await self.writer.write(write, "deleting a message")
 
     async def get_favorite_steps(self, user_id: str) -> list[StepDict]:
-        async with self._reading() as conn:
+        async with self.reading() as conn:
             rows = (await conn.execute(
                 select(steps.c.data).join(threads, steps.c.thread_id == threads.c.id)
                 .where(threads.c.user_id == user_id, steps.c.data.like('%"favorite": true%'))
@@ -372,7 +402,7 @@ class HistoryDataLayer(BaseDataLayer):
         await self.writer.write(write, "saving an element")
 
     async def get_element(self, thread_id: str, element_id: str) -> Optional[ElementDict]:
-        async with self._reading() as conn:
+        async with self.reading() as conn:
             row = (await conn.execute(select(elements.c.data).where(elements.c.id == element_id,
                                                                     elements.c.thread_id == thread_id))).first()
         return _loads(row.data, None) if row else None
@@ -388,6 +418,20 @@ class HistoryDataLayer(BaseDataLayer):
         await self.writer.write(write, "deleting an element")
 
     # -- feedback --------------------------------------------------------------------------------
+    async def owners_of(self, step_ids: tuple[str, ...] = (), feedback_ids: tuple[str, ...] = ()) -> set[str]:
+        """The users whose chats hold these messages and feedback ("" for a chat without an owner). Chainlit's
+        /feedback routes check no owner; app/guards/ownership.py asks this first."""
+        by_step = (select(threads.c.user_identifier)
+                   .select_from(steps.join(threads, steps.c.thread_id == threads.c.id))
+                   .where(steps.c.id.in_(step_ids)))
+        by_feedback = (select(threads.c.user_identifier)
+                       .select_from(feedbacks.join(steps, feedbacks.c.step_id == steps.c.id)
+                                    .join(threads, steps.c.thread_id == threads.c.id))
+                       .where(feedbacks.c.id.in_(feedback_ids)))
+        async with self.reading() as conn:
+            rows = (await conn.execute(by_step.union(by_feedback))).all()
+        return {row[0] or "" for row in rows}
+
     async def upsert_feedback(self, feedback: Feedback) -> str:
         feedback_id = feedback.id or str(uuid.uuid4())
 

@@ -12,7 +12,7 @@ from collections.abc import Awaitable, Callable
 from sqlalchemy import BigInteger, Column, ForeignKey, Index, MetaData, String, Table, Text, UniqueConstraint
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 metadata = MetaData()
 
@@ -74,7 +74,23 @@ feedbacks = Table(
     Column("comment", Text),
 )
 
+# A user's saved chat settings (system prompt, temperature, top_p, answer length) under a name of their own.
+presets = Table(
+    "presets", metadata,
+    Column("id", String(36), primary_key=True),
+    Column("user_identifier", String(255), nullable=False),
+    Column("name", String(200), nullable=False),
+    Column("settings", Text, nullable=False),
+    Column("created_at", String(40), nullable=False),
+    UniqueConstraint("user_identifier", "name", name="uq_presets_owner_name"),
+)
+
+
+async def _add_presets(conn: AsyncConnection) -> None:
+    await conn.run_sync(lambda sync_conn: presets.create(sync_conn))
+
+
 # version -> the step that brings a database from version - 1 to it. Add one per schema change; never edit
 # a released one (a user's database may be at any older version).
 Migration = Callable[[AsyncConnection], Awaitable[None]]
-MIGRATIONS: dict[int, Migration] = {}
+MIGRATIONS: dict[int, Migration] = {2: _add_presets}

@@ -1,28 +1,42 @@
-"""Export and import chats: Markdown to read, JSON to keep (a backup that ``import`` reads back).
+"""Export and import chats (and each user's presets, as presets.json): Markdown to read, JSON to keep (a backup
+that ``import`` reads back).
 
-``python launch.py export [--out DIR] [--format md|json]`` writes every chat, one file each, under a folder
-per user; ``python launch.py import FILE...`` reads JSON exports back (a chat already there is left alone).
+``python launch.py export [--out DIR] [--format md|json]`` writes every chat, one file each (0600), under a
+folder per user; each message carries its stored time. ``python launch.py import FILE...`` reads our JSON
+exports back, and ChatGPT's, Open WebUI's and OpenAI-format chat files (app/history/importers.py reads them);
+a chat already there is left alone, and each file and chat gets one line: imported, skipped or refused.
 The page's download links use the same renderers (app/chat_history.py).
 """
 from __future__ import annotations
 
 import asyncio
 import json
+import os
 import re
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
+from chainlit.utils import utc_now
 from sqlalchemy import select
 
-from app.errors import ErnieChatError
+from app.accounts import NAME_RULE
+from app.documents.prompt import documents_of
+from app.errors import ErnieChatError, HistoryDatabaseError, SettingsError, one_line
+from app.guards.identity import LOCAL_USER, chat_owners
 from app.history.data_layer import HistoryDataLayer, _dumps
 from app.history.database import DatabaseLocation, check_for_reading, prepare_database
-from app.history.schema import threads, users
+from app.history.importers import EXPORT_FORMAT, PRESETS_FORMAT, ChatReading, ImportRefused, read_chat_file
+from app.history.presets import PresetStore
+from app.history.schema import elements, steps, threads, users
 
-EXPORT_FORMAT = "ernie-chat/chat-v1"
+PRESETS_FILE_NAME = "presets.json"
 ROLE_OF_TYPE = {"user_message": "user", "assistant_message": "assistant", "system_message": "system"}
-# The stats line chat.py puts under an answer ("`prompt 44 tokens · ...`"): part of the page, not the answer.
-_STATS_LINE = re.compile(r"\n\n`[^`\n]*`\s*$")
+# The line chat.py puts under an answer ("`prompt 44 tokens` · `answer ...`", or one code span before
+# 2026-12-05): part of the page, not the answer.
+_STATS_LINE = re.compile(r"\n\n`[^\n]*`\s*$")
 
 
 def chat_messages(thread: dict) -> list[dict[str, Any]]:
@@ -35,7 +49,13 @@ def chat_messages(thread: dict) -> list[dict[str, Any]]:
         text = str(step.get("output") or "")
         if role == "assistant":
             text = _STATS_LINE.sub("", text)
-        found.append({"role": role, "content": text, "created_at": step.get("createdAt")})
+        message = {"role": role, "content": text, "created_at": step.get("createdAt")}
+        documents = documents_of(step.get("metadata"))
+        if role == "user" and documents:
+            # Names and sizes here; each document's text is in its step's metadata (the "steps" that import reads).
+            message["documents"] = [{"name": d.get("name"), "kind": d.get("kind"),
+                                     "characters": len(d.get("text") or "")} for d in documents]
+        found.append(message)
     return found
 
 
@@ -53,7 +73,11 @@ def to_markdown(thread: dict) -> str:
     if settings.get("system_prompt"):
         lines += ["> **System prompt:** " + str(settings["system_prompt"]).replace("\n", "\n> "), ""]
     for m in chat_messages(thread):
-        lines += [f"**{'You' if m['role'] == 'user' else 'ERNIE'}:**", "", m["content"], ""]
+        # Not "ERNIE": any model may have answered, and the chat does not record which.
+        lines += [f"**{'You' if m['role'] == 'user' else 'Assistant'}:**", ""]
+        lines += [f"- attached: {d['name']} ({d['kind']}, {d['characters']:,} characters)"
+                  for d in m.get("documents", [])] + ([""] if m.get("documents") else [])
+        lines += [m["content"], ""]
     return "\n".join(lines)
 
 
@@ -69,62 +93,84 @@ async def export_all(layer: HistoryDataLayer, out: Path, fmt: str) -> list[Path]
                                    .order_by(threads.c.created_at))).all()
     written = []
     for row in rows:
-        thread = await layer.get_thread(row.id)
+        thread = await thread_for_export(layer, row.id)
         if thread is None:
             continue
         folder = out / re.sub(r"[^\w\-.@]+", "_", row.user_identifier or "no-owner")
-        folder.mkdir(parents=True, exist_ok=True)
+        private_folder(folder)
         path = folder / file_name(thread, fmt)
-        path.write_text(to_json(thread) if fmt == "json" else to_markdown(thread), encoding="utf-8")
+        write_private(path, to_json(thread) if fmt == "json" else to_markdown(thread))
         written.append(path)
+    if fmt == "json":  # each user's presets, for import to bring back (the Markdown export is for reading)
+        for user, saved in (await PresetStore(layer).by_user()).items():
+            folder = out / re.sub(r"[^\w\-.@]+", "_", user)
+            private_folder(folder)
+            path = folder / PRESETS_FILE_NAME
+            write_private(path, json.dumps({"format": PRESETS_FORMAT, "user": user, "presets": saved},
+                                           ensure_ascii=False, indent=2))
+            written.append(path)
     return written
 
 
-def read_export(path: Path) -> dict:
+async def thread_for_export(layer: HistoryDataLayer, thread_id: str) -> Optional[dict]:
+    """The chat with every message's stored time: a streamed answer's JSON has none (Chainlit sends it before
+    it has a time), and an import would then stamp it with its own, after every question."""
+    thread = await layer.get_thread(thread_id)
+    if thread is None:
+        return None
+    async with layer.engine.connect() as conn:
+        stored = dict((await conn.execute(select(steps.c.id, steps.c.created_at)
+                                          .where(steps.c.thread_id == thread_id))).all())
+    thread["steps"] = [{**step, "createdAt": step.get("createdAt") or stored.get(step.get("id"))}
+                       for step in thread.get("steps") or []]
+    return thread
+
+
+def private_folder(folder: Path) -> None:
+    """Create ``folder`` and any missing parents 0700, whatever the umask; folders already there are left."""
+    missing = []
+    for parent in (folder, *folder.parents):
+        if parent.exists():
+            break
+        missing.append(parent)
+    for created in reversed(missing):
+        created.mkdir(mode=0o700, exist_ok=True)
+        os.chmod(created, 0o700)  # mkdir's mode is cut by the umask
+
+
+def write_private(path: Path, text: str) -> None:
+    """Write ``path`` 0600 whatever the umask, also over an older export's 0644 file; never through a link."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as err:
-        raise ErnieChatError(f"cannot import {path}: {err} (import reads the .json files of "
-                             "'python launch.py export --format json')") from None
-    if not isinstance(data, dict) or data.get("format") != EXPORT_FORMAT:
-        raise ErnieChatError(f"cannot import {path}: not an ernie-chat JSON export (format {EXPORT_FORMAT})")
-    return data
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0), 0o600)
+    except OSError as err:
+        raise ErnieChatError(f"cannot write {path}: {err.strerror or err}") from None
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        os.fchmod(fd, 0o600)
+        f.write(text)
 
 
 IMPORT_WAIT_S = 60.0
 
 
 async def import_chat(layer: HistoryDataLayer, data: dict) -> bool:
-    """Store one exported chat; False when a chat with its id is already there."""
+    """Store one chat as app/history/importers.py reads it (our export's shape); False when a chat with its
+    id is already there."""
     async def write(conn) -> bool:
         if (await conn.execute(select(threads.c.id).where(threads.c.id == data["id"]))).first():
             return False
         owner = data.get("user")
-        user_id = None
-        if owner:
-            found = (await conn.execute(select(users.c.id).where(users.c.identifier == owner))).first()
-            if found is None:
-                import uuid
-
-                from chainlit.utils import utc_now
-
-                user_id = str(uuid.uuid4())
-                await conn.execute(users.insert().values(id=user_id, identifier=owner, metadata="{}",
-                                                         created_at=utc_now()))
-            else:
-                user_id = found.id
-        created = data.get("created_at") or ""
+        user_id = await _user_id(conn, owner) if owner else None
         await conn.execute(threads.insert().values(
             id=data["id"], name=data.get("name"), user_id=user_id, user_identifier=owner,
-            tags=_dumps(data.get("tags") or []), metadata=_dumps(data.get("metadata") or {}),
-            created_at=created, updated_at=max([created] + [str(s.get("createdAt") or "") for s in data["steps"]])))
-        for step in data.get("steps") or []:
+            tags=_dumps(data["tags"]), metadata=_dumps(data["metadata"]),
+            created_at=data["created_at"], updated_at=data["updated_at"]))
+        for step in data["steps"]:
             await layer._step_write({**step, "threadId": data["id"]})(conn)
-        for element in data.get("elements") or []:
-            from app.history.schema import elements
-
+        for element in data["elements"]:
             await conn.execute(elements.insert().values(id=element["id"], thread_id=data["id"],
                                                         for_id=element.get("forId"), data=_dumps(element)))
+        # Each message's write marks the chat as changed now; it was last changed at its newest message.
+        await conn.execute(threads.update().where(threads.c.id == data["id"]).values(updated_at=data["updated_at"]))
         return True
 
     # The command says what became of each chat, so it waits for each; a database locked by the running app is
@@ -132,50 +178,223 @@ async def import_chat(layer: HistoryDataLayer, data: dict) -> bool:
     return await layer.writer.write(write, "importing a chat", wait=IMPORT_WAIT_S, raise_errors=True)
 
 
-def run_transfer(action: str, location: Optional[DatabaseLocation], out: Path, fmt: str, files: list[str]) -> int:
-    """``export`` / ``import`` from the command line; prints one line per file and a summary."""
+async def _user_id(conn, identifier: str) -> str:
+    found = (await conn.execute(select(users.c.id).where(users.c.identifier == identifier))).first()
+    if found is not None:
+        return found.id
+    user_id = str(uuid.uuid4())
+    await conn.execute(users.insert().values(id=user_id, identifier=identifier, metadata="{}", created_at=utc_now()))
+    return user_id
+
+
+@dataclass
+class ImportReport:
+    """What became of each chat; the command's exit code is 1 when anything was refused."""
+
+    imported: int = 0
+    there: int = 0
+    refused: int = 0
+    files_refused: int = 0
+
+    @property
+    def chats(self) -> int:
+        return self.imported + self.there + self.refused
+
+
+class LazyStore:
+    """The database, opened (created, migrated) only once a file holds a chat to store: a run whose files
+    are all refused writes nothing."""
+
+    def __init__(self, location: DatabaseLocation) -> None:
+        self.location = location
+        self.store: Any = None
+
+    async def layer(self) -> HistoryDataLayer:
+        if self.store is None:
+            from app.history import HistoryStore
+
+            await prepare_database(self.location)
+            self.store = HistoryStore.open(self.location)
+        return self.store.layer
+
+    async def close(self) -> None:
+        if self.store is not None:
+            await self.store.close()
+
+
+@dataclass(frozen=True)
+class ImportOwner:
+    """Whose the imported chats become (``--user``). Named: every chat and presets file goes to ``name``. Not
+    named: ours keep the owner they were exported with, other apps' chats go to the one local user; either is
+    refused, with a line naming the flag, where that owner does not log in here (``choices``): kept, it would be
+    in nobody's sidebar, and importing it again would skip it as already there.
+    """
+
+    name: Optional[str] = None
+    choices: tuple[str, ...] = (LOCAL_USER,)
+
+    @classmethod
+    def checked(cls, name: Optional[str], choices: list[str]) -> ImportOwner:
+        """Raises SettingsError (one line, the flag and the allowed values) for a name nobody here logs in as."""
+        if name is not None and name not in choices:
+            raise SettingsError(f"invalid --user {name!r}: chats can be imported for {', '.join(choices)}"
+                                + ("" if choices != [LOCAL_USER] else " (no users exist: `python launch.py users "
+                                                                      "add NAME` adds one)"))
+        return cls(name, tuple(choices))
+
+    @property
+    def for_unowned(self) -> str:
+        """What the readers put where a chat names no owner: the local user, or a mark nobody can log in as."""
+        return self.name or (LOCAL_USER if self.choices == (LOCAL_USER,) else _NOBODY)
+
+    def whose(self, in_file: Optional[str]) -> Optional[str]:
+        """The sidebar a chat or presets file goes to, given the owner the file names; None: refused."""
+        if self.name is not None:
+            return self.name
+        return in_file if in_file in self.choices else None
+
+    def refusal(self, in_file: Optional[str], whose: str = "chat is it") -> str:
+        allowed = f"give --user NAME ({', '.join(self.choices)})"
+        if in_file in (None, _NOBODY):
+            return f"whose {whose}? users log in here: {allowed}"
+        add = f", or add that user first (`python launch.py users add {in_file}`)" if NAME_RULE.fullmatch(in_file) \
+            else ""
+        return f"whose {whose}? {in_file[:80]!r} does not log in here: {allowed}{add}"
+
+
+_NOBODY = "\0unowned"  # never a user name (app/accounts.py NAME_RULE), and refused before anything is stored
+
+
+async def import_files(store: LazyStore, files: list[str], owner: ImportOwner,
+                       say: Callable[[str], None]) -> ImportReport:
+    """Each file, then each of its chats, with one line each; a refused file or chat never stops the rest."""
+    report = ImportReport()
+    for name in files:
+        try:
+            reading = read_chat_file(Path(name), owner.for_unowned)
+        except ImportRefused as err:
+            report.files_refused += 1
+            say(f"{name}: refused: {err}")
+            continue
+        if reading.presets is not None:
+            in_file, saved = reading.presets
+            user = owner.whose(in_file)
+            if user is None:
+                report.files_refused += 1
+                say(f"{name}: refused: {owner.refusal(in_file, 'presets are they')}")
+                continue
+            say(f"{name}: {reading.kind}")
+            for line in await _import_presets(store, user, saved, report):
+                say("  " + line)
+            continue
+        say(f"{name}: {reading.kind}, {_count(len(reading.chats), 'chat')}")
+        for chat in reading.chats:
+            say("  " + await _import_one(store, chat, report, owner))
+    return report
+
+
+async def _import_one(store: LazyStore, chat: ChatReading, report: ImportReport, owner: ImportOwner) -> str:
+    if chat.data is None:
+        report.refused += 1
+        return f"refused: {chat.label}: {chat.refused}"
+    user = owner.whose(chat.data.get("user"))
+    if user is None:
+        report.refused += 1
+        return f"refused: {chat.label}: {owner.refusal(chat.data.get('user'))}"
+    chat.data["user"] = user
+    try:
+        added = await import_chat(await store.layer(), chat.data)
+    except HistoryDatabaseError:
+        raise  # the database itself: every later chat would fail the same way
+    except ErnieChatError as err:
+        report.refused += 1
+        return f"refused: {chat.label}: {err}"
+    except Exception as err:  # noqa: BLE001 - a database error for this chat only (e.g. a clashing message id)
+        report.refused += 1
+        return f"refused: {chat.label}: the database refused it ({one_line(err)})"
+    if added:
+        report.imported += 1
+        return f"imported: {chat.label}"
+    report.there += 1
+    return f"skipped, already there: {chat.label}"
+
+
+async def _import_presets(store: LazyStore, user: str, saved: dict[str, dict[str, Any]],
+                          report: ImportReport) -> list[str]:
+    """Each preset of a presets file, one line each; a name the user already has is left as it is."""
+    presets = PresetStore(await store.layer())
+    have = await presets.all(user)
+    lines = []
+    for name, settings in saved.items():
+        if name in have:
+            lines.append(f"skipped, already there: preset {name!r}")
+            continue
+        try:
+            await presets.save(user, name, settings)
+        except ErnieChatError as err:
+            report.refused += 1
+            lines.append(f"refused: preset {name[:60]!r}: {err}")
+            continue
+        lines.append(f"imported: preset {name!r}")
+    return lines
+
+
+def run_transfer(action: str, location: Optional[DatabaseLocation], out: Path, fmt: str, files: list[str],
+                 owner: ImportOwner = ImportOwner()) -> int:
+    """``export`` / ``import`` from the command line; prints one line per file (and chat) and a summary.
+    ``owner``: whose the imported chats become (``--user``)."""
     if location is None:
         raise ErnieChatError(f"{action} needs the chat database: remove --no-history")
     if action == "export" and location.sqlite_file is not None and not location.sqlite_file.exists():
         print(f"no chats yet ({location.shown} does not exist)")
         return 0
     if action == "import" and not files:
-        raise ErnieChatError("import needs one or more FILE arguments (the .json files of an export)")
-    exports = [read_export(Path(f)) for f in files] if action == "import" else []
+        raise ErnieChatError("import needs one or more FILE arguments (chat files: an ernie-chat JSON export, "
+                             "ChatGPT's conversations.json, an Open WebUI export, or {\"messages\": [...]})")
+    if action == "import":
+        return asyncio.run(_run_import(location, files, owner))
 
     async def main() -> int:
         from app.history import HistoryStore
 
-        if action == "export":  # only reads: a damaged or older database is refused, never changed
-            await check_for_reading(location)
-        else:
-            await prepare_database(location)
+        await check_for_reading(location)  # only reads: a damaged or older database is refused, never changed
         store = HistoryStore.open(location)
         try:
-            if action == "export":
-                written = await export_all(store.layer, out, fmt)
-                for path in written:
-                    print(path)
-                print(f"exported {len(written)} chats from {location.shown} to {out}")
-                return 0
-            added = 0
-            for path, data in zip(files, exports, strict=True):
-                if await import_chat(store.layer, data):
-                    added += 1
-                    print(f"imported {path}")
-                else:
-                    print(f"skipped {path}: chat {data['id']} is already there")
-            print(f"imported {added} of {len(files)} chats into {location.shown}")
-            return 0
+            written = await export_all(store.layer, out, fmt)
         finally:
             await store.close()
+        for path in written:
+            print(path)
+        chats = [path for path in written if path.name != PRESETS_FILE_NAME]
+        users_with_presets = len(written) - len(chats)
+        print(f"exported {len(chats)} chats from {location.shown} to {out}"
+              + (f", and the presets of {_count(users_with_presets, 'user')}" if users_with_presets else ""))
+        return 0
 
     return asyncio.run(main())
+
+
+async def _run_import(location: DatabaseLocation, files: list[str], owner: ImportOwner) -> int:
+    store = LazyStore(location)
+    try:
+        report = await import_files(store, files, owner, lambda line: print(line, flush=True))
+    finally:
+        await store.close()
+    refused = report.refused + report.files_refused
+    print(f"imported {report.imported} of {report.chats} chats into {location.shown} ({report.there} already "
+          f"there; refused: {_count(report.refused, 'chat')}, {_count(report.files_refused, 'file')})")
+    return 1 if refused else 0
+
+
+def _count(n: int, what: str) -> str:
+    return f"{n} {what}{'' if n == 1 else 's'}"
 
 
 def run_transfer_command(command: Any) -> int:
     """launch.py's ``export`` / ``import`` (``command`` is app.cli.Command)."""
     from app.history.database import locate
 
+    owner = ImportOwner.checked(command.user, chat_owners(command.settings)) if command.action == "import" \
+        else ImportOwner()
     return run_transfer(command.action, locate(command.settings.history), Path(command.out),
-                        command.export_format, list(command.files))
+                        command.export_format, list(command.files), owner)

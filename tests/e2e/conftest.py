@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import CHROMIUM_ARGS, running_app
+from tests.helpers import CHROMIUM_ARGS, running_app, wait_chat_opened
 
 
 @pytest.fixture(scope="package")
@@ -44,8 +44,8 @@ def page_for(browser, served_app):
         page = context.new_page()
         page.goto(served_app.url + "/")
         page.wait_for_selector("#chat-input", timeout=30000)
-        # The status panel comes from on_chat_start: once it shows, the socket is up and messages land.
-        page.locator("#side-view-content").get_by_text("ready").wait_for(timeout=30000)
+        # The status panel comes from on_chat_start: once it is drawn, the socket is up and messages land.
+        wait_chat_opened(page, locale)
         pages.append(context)
         return page
 

@@ -10,8 +10,20 @@ import re
 import time
 
 import pytest
+from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 
-from tests.helpers import running_app, status_panel_text
+from tests import sample_documents as samples
+from tests.helpers import (
+    PHONE,
+    ROOT,
+    attach,
+    covering,
+    open_sidebar,
+    prompt_tokens,
+    running_app,
+    status_panel_text,
+    wait_chat_opened,
+)
 
 pytestmark = pytest.mark.timeout(600)
 CAPITAL = "What is the capital of France?"
@@ -59,7 +71,7 @@ def open_page(browser, real_app):
         context.route("**/*", only_the_app)
         page.goto(real_app.url + "/")
         page.wait_for_selector("#chat-input", timeout=30000)
-        page.locator("#side-view-content").get_by_text("ready").wait_for(timeout=30000)
+        wait_chat_opened(page, locale)
         return page
 
     yield open_it
@@ -117,6 +129,7 @@ def test_markdown_list_and_code_block_with_the_status_panel(open_page, shots_dir
     code = page.locator('[data-step-type="assistant_message"] pre').first
     assert "def reverse_string" in code.inner_text()
     status_panel_text(page, "Engine:", "ready")
+    status_panel_text(page, "Model:", "smollm2-135m-instruct (")  # the model it serves, not ERNIE
     # The chat scrolled the newest question to the top; scroll back so the picture shows both answers.
     page.evaluate("""() => { for (const el of document.querySelectorAll('*')) {
         const y = getComputedStyle(el).overflowY;
@@ -147,16 +160,124 @@ def test_math_renders_with_katex_from_the_app(open_page, real_app, shots_dir):
 def test_chinese_ui(open_page, shots_dir):
     page = open_page(locale="zh-CN")
     assert "输入" in (page.get_attribute("#chat-input", "placeholder") or "")
-    status_panel_text(page, "引擎", "ready")
+    status_panel_text(page, "引擎", "就绪")
     assert "Paris" in ask(page, CAPITAL, 1)
     page.screenshot(path=str(shots_dir / "real-zh.png"))
 
 
-def test_phone_width(open_page, shots_dir):
-    page = open_page(width=390, height=844)
-    page.keyboard.press("Escape")  # on a phone the status panel is a sheet over the chat: close it
-    page.locator("#side-view-content").wait_for(state="hidden", timeout=5000)
-    ask(page, LIST_QUESTION, 1)
-    box = page.locator("#chat-input").bounding_box()
-    assert box and box["x"] >= 0 and box["x"] + box["width"] <= 390
+def test_the_page_names_the_model_it_serves_and_shows_the_apps_own_face(open_page, real_app):
+    """--model is SmolLM2 here: the title, the welcome text (both languages) and the panel name it, never ERNIE;
+    the welcome screen's logo and the favicon are the app's own files (public/), not Chainlit's."""
+    page = open_page()
+    assert page.title() == "smollm2-135m-instruct · ernie-chat"
+    status_panel_text(page, "Model:", "smollm2-135m-instruct (")
+    logo = page.locator("#welcome-screen img.logo")
+    logo.wait_for()
+    for theme in ("light", "dark"):  # the page's own (its theme's) and the other one
+        assert page.request.get(f"{real_app.url}/logo?theme={theme}").body() == \
+            (ROOT / "public" / f"logo_{theme}.png").read_bytes()
+    assert re.fullmatch(r".*/logo\?theme=(light|dark)&?", logo.get_attribute("src"))
+    favicon = page.locator("link[rel=icon]").get_attribute("href")
+    assert page.request.get(real_app.url + favicon).body() == (ROOT / "public" / "favicon.png").read_bytes()
+    assert page.evaluate("e => e.naturalWidth", logo.element_handle()) == 760  # drawn, not a broken image
+    for locale, words in (("en-US", "You are chatting with smollm2-135m-instruct"),
+                          ("zh-CN", "您正在与 smollm2-135m-instruct 对话")):
+        page = open_page(locale=locale)
+        page.click("#readme-button")
+        welcome = page.get_by_role("dialog")
+        welcome.get_by_text(words).wait_for()
+        assert "ERNIE" not in welcome.inner_text() and "ERNIE" not in page.title()
+
+
+def test_phone_width_the_status_panel_never_covers_the_chat(open_page, shots_dir):
+    page = open_page(**PHONE)  # waits until the status sheet came and was closed unasked (face.js)
+    composer = page.locator("#chat-input")
+    assert covering(composer) == ""
+    assert page.get_by_role("dialog").count() == 0, page.get_by_role("dialog").first.inner_html()[:300]
+    assert ask(page, CAPITAL, 1) == "The capital of France is Paris."
+    # The first answer saves the chat, and the panel is drawn again with its download links: closed again.
+    page.wait_for_function("() => Number(document.documentElement.dataset.unaskedStatusClosed) >= 2")
+    last = page.locator('[data-step-type="assistant_message"]').last
+    for element in (composer, last.get_by_text("The capital of France is Paris."), last.locator("code").last):
+        assert covering(element) == ""
+    box = composer.bounding_box()
+    assert box and box["x"] >= 0 and box["x"] + box["width"] <= PHONE["width"]
     page.screenshot(path=str(shots_dir / "real-phone.png"))
+    # Asked for, the panel opens (in the page's language), and closes like any sheet.
+    page.click("#ernie-status-button")
+    status_panel_text(page, "Engine:", "ready", "Markdown")
+    page.keyboard.press("Escape")
+    page.locator("#side-view-content").wait_for(state="detached")
+    assert covering(composer) == ""
+
+
+STATS_FIGURE_BOXES = """() => {
+    const answers = document.querySelectorAll('[data-step-type="assistant_message"]');
+    return [...answers[answers.length - 1].querySelectorAll('code')]
+        .map(code => [...code.getClientRects()].map(rect => rect.toJSON()));
+}"""
+STATS_FIGURES_ON_ONE_LINE_EACH = """() => {
+    const boxes = (""" + STATS_FIGURE_BOXES + """)();
+    const sliding = document.getAnimations().some(a => a.playState === 'running'
+        && a.effect.getComputedTiming().iterations !== Infinity);
+    const sidebar = document.querySelector('#thread-history');
+    return !sliding && sidebar && sidebar.getBoundingClientRect().width > 0
+        && boxes.length === 4 && boxes.every(rects => rects.length === 1) ? boxes : null;
+}"""  # four figures: prompt · answer · first token · tokens/s
+
+
+def test_the_stats_line_wraps_between_figures_only_with_the_sidebar_open(open_page, shots_dir):
+    for width in (1280, 900):  # the history sidebar and the status panel both open beside the chat
+        page = open_page(width=width)
+        ask(page, CAPITAL, 1)
+        open_sidebar(page)
+        if width == 1280:  # the answer's avatar is the app's icon (author ernie-chat: Chainlit falls back to it)
+            avatar = page.locator('[data-step-type="assistant_message"]').last.locator("img").first
+            assert page.request.get(avatar.get_attribute("src")).body() == \
+                (ROOT / "public" / "favicon.png").read_bytes()
+        # The sidebar slides open and the saved chat's message is drawn again: the figures are measured once
+        # that has settled and each of the four is on one line (a figure broken across lines never gets there).
+        try:
+            boxes = page.wait_for_function(STATS_FIGURES_ON_ONE_LINE_EACH, timeout=15000).json_value()
+        except PlaywrightTimeoutError:
+            raise AssertionError(page.evaluate(STATS_FIGURE_BOXES)) from None
+        column = page.locator('[data-step-type="assistant_message"]').last.bounding_box()
+        assert all(rects[0]["right"] <= column["x"] + column["width"] + 1 for rects in boxes)  # none overflows
+        tops = {round(rects[0]["top"]) for rects in boxes}
+        if width == 1280:
+            assert len(tops) == 1, boxes  # one line where it fits
+        page.screenshot(path=str(shots_dir / f"stats-sidebar-{width}.png"))
+
+
+def test_answers_from_an_attached_pdf_only(open_page, real_app, real_model_dir, tmp_path, shots_dir):
+    """Issue 23: the access code is printed only in the PDF; the model reads it from there (and without the PDF it
+    cannot know it). The engine's prompt counter grows by the stats line's prompt, which holds the PDF's text."""
+    pdf = samples.pdf(tmp_path / "visitor-guide.pdf", [
+        "Visitor guide for the Harbour Lab.\nOpening hours: 8:00 to 18:00, Monday to Friday.",
+        "Parking is behind building C.\nThe access code for the north gate is 7731.\nPlease sign in at reception."])
+    from transformers import AutoTokenizer
+
+    from app.conversation import ChatTemplate
+    from app.documents.extract import extract
+    from app.documents.limits import MAX_DOCUMENT_CHARS, Kind
+    from app.documents.prompt import render_turn
+
+    question = "What is the access code for the north gate?"
+    assert "7731" not in ask(open_page(), question, 1)  # not a guess: without the PDF the model does not know it
+    page = open_page()
+    attach(page, pdf)
+    before = prompt_tokens(real_app)
+    final = ask(page, question, 1)
+    assert "7731" in final, final
+    prompt = int(re.search(r"prompt (\d+) tokens", page.locator('[data-step-type="assistant_message"]').last
+                           .inner_text())[1])
+    # The engine counted the prompt the stats line shows: the question after the PDF's text in its delimiter.
+    assert prompt_tokens(real_app) - before == prompt
+    text = extract(pdf, pdf.name, Kind.PDF, MAX_DOCUMENT_CHARS).text
+    turn = render_turn(question, [{"name": pdf.name, "text": text}])
+    assert prompt == len(ChatTemplate(AutoTokenizer.from_pretrained(real_model_dir)).encode(
+        [{"role": "user", "content": turn}]))
+    print(f"answer: {final!r}; prompt {prompt} tokens")
+    page.locator('[data-step-type="user_message"]').get_by_text("visitor-guide.pdf").wait_for()
+    assert not page.outside_requests  # the PDF shown with the message is drawn by the app's own pdf.js worker
+    page.screenshot(path=str(shots_dir / "real-document.png"))

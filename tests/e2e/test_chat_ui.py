@@ -5,40 +5,26 @@ import time
 import pytest
 from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 
-from tests.helpers import get, metric_value, status_panel_text
+from tests.helpers import (
+    PHONE,
+    STATS_EN,
+    generated_tokens,
+    get,
+    metric_value,
+    running_requests,
+    send,
+    set_max_answer_tokens,
+    status_panel_text,
+    wait_stats,
+)
 
 pytestmark = pytest.mark.timeout(300)
 QUANTUM = "请用三句话解释量子纠缠，要求通俗易懂"
-STATS_EN = re.compile(r"prompt (\d+) tokens · answer (\d+) tokens · first token ([\d.]+) s · ([\d.]+) tokens/s")
 STATS_ZH = re.compile(r"提示 (\d+) 个 token · 回答 (\d+) 个 token")
 
 
 def answers(page):
     return page.locator('[data-step-type="assistant_message"]')
-
-
-def wait_stats(page, count, pattern=STATS_EN, timeout=60):
-    """Wait for the count-th finished answer (its stats line) and return the numbers."""
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        found = pattern.findall(page.inner_text("body"))
-        if len(found) >= count:
-            return found[count - 1]
-        time.sleep(0.2)
-    raise AssertionError(f"no stats line #{count}; page says:\n{page.inner_text('body')[-1500:]}")
-
-
-def send(page, text):
-    page.fill("#chat-input", text)
-    page.click("#chat-submit")  # not Enter: on a phone-width page Enter adds a new line
-
-
-def generated_tokens(app):
-    return metric_value(get(app.url + "/metrics")[1], "vllm:generation_tokens_total")
-
-
-def running_requests(app):
-    return metric_value(get(app.url + "/metrics")[1], "vllm:num_requests_running")
 
 
 # Records, inside the page, the length of the newest answer after every DOM change: sampling from the
@@ -72,15 +58,6 @@ def test_typed_question_and_second_turn_uses_the_first(page_for):
     prompt2, answer2, _, _ = wait_stats(page, 2)
     # The second prompt carries the first question and answer through the chat template.
     assert int(prompt2) >= int(prompt1) + int(answer1), (prompt1, answer1, prompt2)
-
-
-def set_max_answer_tokens(page, key):
-    page.click("#chat-settings-open-modal")
-    slider = page.get_by_role("slider").last
-    slider.wait_for(timeout=10000)
-    slider.focus()
-    page.keyboard.press(key)  # Home -> 16 tokens, End -> the cap
-    page.click("#confirm")
 
 
 def test_stop_ends_the_answer_and_the_engine_request(page_for, served_app, shots_dir):
@@ -138,7 +115,7 @@ def test_chinese_ui(page_for, shots_dir):
     page.locator("#starters button").first.click()
     wait_stats(page, 1, STATS_ZH)
     # The panel's text is fetched anew when the page moves to the chat's own address after the first answer.
-    status_panel_text(page, "引擎", "ready", "显卡")
+    status_panel_text(page, "引擎", "就绪", "显卡")
     page.screenshot(path=str(shots_dir / "zh-answer.png"))
 
 
@@ -163,10 +140,7 @@ def test_status_panel_survives_another_chainlit_app_stopping(page_for):
 
 
 def test_phone_width_window(page_for, shots_dir):
-    page = page_for(width=390, height=844)
-    page.screenshot(path=str(shots_dir / "phone-status.png"))
-    page.keyboard.press("Escape")  # on a phone the status panel is a sheet over the chat: close it
-    page.locator("#side-view-content").wait_for(state="hidden", timeout=5000)
+    page = page_for(**PHONE)  # the status sheet nobody asked for was closed (tests/helpers.py wait_chat_opened)
     assert page.locator("#chat-input").is_visible()
     send(page, QUANTUM)
     wait_stats(page, 1)

@@ -8,8 +8,17 @@ import time
 import pytest
 from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 
-from tests.e2e.test_chat_ui import STATS_EN, generated_tokens, running_requests, send, set_max_answer_tokens, wait_stats
-from tests.helpers import get, metric_value
+from tests.helpers import (
+    STATS_EN,
+    generated_tokens,
+    get,
+    metric_value,
+    running_requests,
+    send,
+    set_max_answer_tokens,
+    socket_connect,
+    wait_stats,
+)
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -128,6 +137,9 @@ def test_stop_after_an_edit_stops_the_engine(page_for, served_app):
         page.locator("#chat-submit").wait_for(timeout=30000)  # the answer is over: editing is possible again
     else:
         pytest.fail("no edited answer was still running to stop")
+    # The stopped answer says so itself; Chainlit's separate "Task manually stopped." message is gone.
+    page.locator('[data-step-type="assistant_message"]', has_text="stopped by you").wait_for(timeout=15000)
+    page.wait_for_function("() => !document.body.innerText.includes('Task manually stopped.')", timeout=15000)
     assert not STATS_EN.findall(page.inner_text("body")), "a stopped answer must not look finished"
 
 
@@ -156,8 +168,6 @@ def test_one_chat_cannot_queue_more_than_three_answers(served_app):
     import uuid
 
     import httpx
-
-    from tests.integration.test_history_isolation import socket_connect
 
     async def flood() -> tuple[list[str], int]:
         client = httpx.Client(base_url=served_app.url, timeout=30)

@@ -1,6 +1,6 @@
 """Chat history in a real browser (issue 12): a chat survives a restart, shows in the sidebar, opens and
-continues with its old turns in the prompt; rename, delete (rows gone), search (English and Chinese),
-download; --no-history writes nothing."""
+continues with its old turns in the prompt; rename, delete (rows gone), search (English and Chinese, every
+word in any order), download; --no-history writes nothing."""
 from __future__ import annotations
 
 import json
@@ -11,8 +11,16 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.test_chat_ui import STATS_EN, send, wait_stats
-from tests.helpers import LaunchedApp, get, running_app, status_panel_text
+from tests.helpers import (
+    STATS_EN,
+    LaunchedApp,
+    get,
+    open_sidebar,
+    running_app,
+    send,
+    status_panel_text,
+    wait_stats,
+)
 
 pytestmark = pytest.mark.timeout(600)
 FAST = ("--max-tokens", "16")  # short answers: these tests are about what is kept, not about answers
@@ -49,16 +57,6 @@ def new_chat(page):
     if confirm.count():
         confirm.click()
     page.wait_for_selector("#chat-input", timeout=10000)
-
-
-def open_sidebar(page):
-    history = page.locator("#thread-history")
-    history.wait_for(state="attached", timeout=10000)
-    # A closed sidebar is still in the page, slid out of the viewport (the UI starts with it closed).
-    if history.evaluate("e => e.getBoundingClientRect().right <= 0"):
-        page.locator("#header #sidebar-trigger-button").click()
-    page.wait_for_function("() => document.querySelector('#thread-history').getBoundingClientRect().left >= 0",
-                           timeout=10000)
 
 
 def thread_menu(page, thread_id, item):
@@ -136,7 +134,9 @@ def test_a_past_chat_is_in_the_sidebar_after_a_restart_opens_and_continues(brows
 
 
 @pytest.mark.parametrize("words, expected", [("tomorrow", "paris"), ("PARIS", "paris"), ("量子纠缠", "chinese"),
-                                             ("三句话", "chinese")])
+                                             ("三句话", "chinese"),
+                                             # issue 24: every word, in any order, in any of the chat's messages
+                                             ("paris weather", "paris"), ("量子纠缠 你好", "chinese")])
 def test_search_finds_chats_by_words_in_their_messages(browser, restarted, words, expected):
     page, _ = open_page(browser, restarted["app"])
     open_sidebar(page)

@@ -57,7 +57,7 @@ def test_ui_requires_login_with_the_token(app_with_token):
     ({"messages": [{"role": "user", "content": "   "}]}, 400, "non-empty user message"),
     ({"messages": [{"role": "user", "content": "hi"}], "temperature": 9}, 400, "temperature"),
     ({"messages": [{"role": "user", "content": "hi"}], "top_p": 0}, 400, "top_p"),
-    ({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 8}, 400, "max_tokens"),
+    ({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 0}, 400, "max_tokens"),
     ({"messages": [{"role": "user", "content": "x" * (1 << 20)}]}, 400, "characters in all"),
     ({"messages": [{"role": "user", "content": "hi"}] * 10001}, 400, "at most 10000 per request"),
     ({"messages": [{"role": "user", "content": "量子 " * 3000}]}, 400, "context holds"),
@@ -66,6 +66,12 @@ def test_ui_requires_login_with_the_token(app_with_token):
 def test_bad_api_input_is_a_400_with_one_line(app_with_token, body, status, words):
     code, answer = post(app_with_token.url + "/v1/chat/completions", body, TOKEN)
     assert code == status and words in answer["error"]["message"] and "\n" not in answer["error"]["message"]
+
+
+def test_one_answer_token_as_openai_clients_may_ask(app_with_token):
+    code, answer = post(app_with_token.url + "/v1/chat/completions",
+                        {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 1}, TOKEN)
+    assert code == 200 and answer["usage"]["completion_tokens"] == 1, answer
 
 
 def engine_counters(app):

@@ -6,7 +6,8 @@ import psutil
 import pytest
 
 from app.conversation import ChatTemplate
-from app.engine import EngineState
+from app.engine_protocol import Sampling
+from app.engine_status import EngineState
 from app.errors import EngineDied
 
 pytestmark = pytest.mark.timeout(600)
@@ -16,9 +17,15 @@ def run(loop, coro, timeout=120):
     return loop.submit(coro).result(timeout)
 
 
-async def collect(host, ids, **sampling):
+def exactly(max_tokens):
+    """An answer of exactly ``max_tokens`` tokens (vLLM's default sampling, the end of the answer ignored)."""
+    return Sampling(temperature=1.0, top_p=1.0, max_tokens=max_tokens, ignore_eos=True)
+
+
+async def collect(host, ids, max_tokens, ignore_eos=False):
     text, tokens = [], 0
-    async for delta in host.stream(ids, {"temperature": 0.8, "top_p": 0.8, **sampling}):
+    async for delta in host.stream(ids, Sampling(temperature=0.8, top_p=0.8, max_tokens=max_tokens,
+                                                  ignore_eos=ignore_eos)):
         text.append(delta.text)
         tokens += delta.new_tokens
     return "".join(text), tokens
@@ -46,7 +53,7 @@ def test_stop_aborts_the_engine_request(engine_host, caller_loop):
 
     async def start_then_stop():
         seen = 0
-        stream = engine_host.stream(ids, {"max_tokens": 900, "ignore_eos": True})
+        stream = engine_host.stream(ids, exactly(900))
         async for delta in stream:
             seen += delta.new_tokens
             if seen >= 10:
@@ -68,7 +75,7 @@ def test_rapid_stop_and_resend_leaves_nothing_running(engine_host, caller_loop):
 
     async def stop_resend():
         for _ in range(6):
-            stream = engine_host.stream(ids, {"max_tokens": 500, "ignore_eos": True})
+            stream = engine_host.stream(ids, exactly(500))
             async for _delta in stream:
                 break  # stop at the first piece
             await stream.aclose()
@@ -90,7 +97,7 @@ def test_queue_at_limit_plus_three_drops_nothing(engine_host, caller_loop):
         async def told(p):
             positions.setdefault(i, []).append(p)
         tokens = 0
-        async for delta in engine_host.stream(ids, {"max_tokens": 40, "ignore_eos": True}, on_queued=told):
+        async for delta in engine_host.stream(ids, exactly(40), on_queued=told):
             tokens += delta.new_tokens
         return tokens
 
@@ -114,14 +121,19 @@ def test_killed_engine_core_is_reported_restarted_and_answers_again(engine_host,
     restarts_before = engine_host.status.restarts
 
     def engine_core_pids():
-        me = psutil.Process()
-        return [p.pid for p in me.children(recursive=True) if "EngineCore" in " ".join(p.cmdline()) or
-                "EngineCore" in p.name()]
+        found = []
+        for p in psutil.Process().children(recursive=True):
+            try:  # an engine core retired by an earlier test may linger as a zombie until it is reaped
+                if p.status() != psutil.STATUS_ZOMBIE and "EngineCore" in p.name() + " ".join(p.cmdline()):
+                    found.append(p.pid)
+            except psutil.Error:
+                pass
+        return found
 
     async def kill_mid_answer():
         seen = 0
         try:
-            async for delta in engine_host.stream(ids, {"max_tokens": 900, "ignore_eos": True}):
+            async for delta in engine_host.stream(ids, exactly(900)):
                 seen += delta.new_tokens
                 if seen >= 5 and seen - delta.new_tokens < 5:
                     for pid in engine_core_pids():

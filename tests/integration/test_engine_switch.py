@@ -10,16 +10,19 @@ import time
 import psutil
 import pytest
 
-from app.engine import EngineHost, Speed
+from app.engine_host import EngineHost, EngineHostOptions
+from app.engine_plan import ModelShape
+from app.engine_protocol import Sampling
+from app.engine_status import Speed
 from app.hardware import VllmBuild
-from app.profiles import ModelShape, plan_engine
+from app.profiles import plan_engine
 from app.settings import EngineSettings
 from app.telemetry import AppMetrics
 from app.vllm_engine import create_vllm_engine
 
 pytestmark = pytest.mark.timeout(900)
 
-GREEDY_LONG = {"temperature": 0.0, "max_tokens": 3000, "ignore_eos": True}  # 3-12 s at the tiny model's speed
+GREEDY_LONG = Sampling(temperature=0.0, top_p=1.0, max_tokens=3000, ignore_eos=True)  # 3-12 s at the tiny model's speed
 
 
 def children(keep) -> set[int]:
@@ -77,8 +80,8 @@ def test_answer_streaming_across_the_switch_is_complete_and_nothing_is_left_runn
 
     def new_loop_threads(name_start: str) -> list[str]:
         return [t.name for t in threading.enumerate() if t not in threads_before and t.name.startswith(name_start)]
-    host = EngineHost(lambda progress: str(tiny_model_dir), plan, AppMetrics(), max_concurrent=4,
-                      engine_factory=factory, health_interval=0.5)
+    host = EngineHost(EngineHostOptions(lambda progress: str(tiny_model_dir), plan, AppMetrics(), max_concurrent=4,
+                                        engine_factory=factory, health_interval=0.5))
     switched_at: list[float] = []
     host.add_listener(lambda status: status.speed is Speed.FULL and not switched_at and switched_at.append(time.time()))
     ready_at: list[float] = []
@@ -101,7 +104,7 @@ def test_answer_streaming_across_the_switch_is_complete_and_nothing_is_left_runn
 
         async def answer(across_the_switch: bool):
             pieces, tokens, times = [], 0, []
-            async for delta in host.stream(prompt, dict(GREEDY_LONG)):
+            async for delta in host.stream(prompt, GREEDY_LONG):
                 pieces.append(delta.text)
                 tokens += delta.new_tokens
                 times.append(time.time())
@@ -118,7 +121,7 @@ def test_answer_streaming_across_the_switch_is_complete_and_nothing_is_left_runn
         go.set()
         wait_until(lambda: switched_at, 300, "the switch to the full-speed engine")
         text, tokens, times = across.result(300)
-        assert tokens == GREEDY_LONG["max_tokens"], "the answer streaming across the switch was cut"
+        assert tokens == GREEDY_LONG.max_tokens, "the answer streaming across the switch was cut"
         assert times[0] < switched_at[0] < times[-1]
 
         # The same greedy request on the full-speed engine gives the same text: nothing was lost or mixed up.

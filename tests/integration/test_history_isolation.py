@@ -1,5 +1,7 @@
-"""Two users on one app (--auth-token): Bob asks for Alice's chat by its id through the UI's own HTTP and
-websocket calls (list, open, resume, rename, delete, element, download) and is refused every time.
+"""Two users on one app, each with an own secret (`launch.py users add`): Bob asks for Alice's chat by its id
+through the UI's own HTTP and websocket calls (list, open, resume, rename, delete, element, download,
+feedback) and is refused every time; so is anyone who tries to log in as Alice with a wrong secret or with the
+shared --auth-token, or who sends that token instead of a login.
 
 Alice's chat is made through Chainlit's websocket, as the page makes it (socket.io, client_message)."""
 from __future__ import annotations
@@ -9,68 +11,25 @@ import json
 import sqlite3
 import time
 import uuid
-from collections.abc import Callable
 
 import httpx
 import pytest
 import socketio
 
-from tests.helpers import running_app
+from app.accounts import Accounts
+from tests.helpers import answer_over_socket, finished_answer, running_app, socket_connect  # noqa: F401
 
 pytestmark = pytest.mark.timeout(600)
-TOKEN = "shared-secret-42"
+TOKEN = "shared-api-token-42"  # --auth-token: the Bearer key of /v1 and /metrics, no UI login once users exist
+SECRETS = {"alice": "alices-own-secret", "bob": "bobs-own-secret"}
 
 
-def login(app, user: str) -> httpx.Client:
+def login(app, user: str, secret: str = "") -> httpx.Client:
     client = httpx.Client(base_url=app.url, timeout=30)
-    response = client.post("/login", data={"username": user, "password": TOKEN})
+    response = client.post("/login", data={"username": user, "password": secret or SECRETS[user]})
     assert response.status_code == 200, response.text
     assert client.cookies.get("access_token")
     return client
-
-
-async def socket_connect(app, client: httpx.Client, thread_id: str, events: list) -> socketio.AsyncClient:
-    sio = socketio.AsyncClient(reconnection=False)
-    for name in ("resume_thread", "new_message", "update_message", "first_interaction"):
-        sio.on(name, (lambda n: lambda data=None: events.append((n, data)))(name))
-    await sio.connect(app.url, socketio_path="/ws/socket.io", transports=["websocket"],
-                      headers={"Cookie": f"access_token={client.cookies.get('access_token')}"},
-                      auth={"sessionId": str(uuid.uuid4()), "threadId": thread_id, "clientType": "webapp",
-                            "userEnv": "{}"}, wait_timeout=20)
-    await sio.emit("connection_successful")
-    return sio
-
-
-def finished_answer(events: list) -> str | None:
-    """The text of the first finished answer among the socket's events (it ends with its stats line)."""
-    for name, data in events:
-        if (name in ("new_message", "update_message") and isinstance(data, dict)
-                and data.get("type") == "assistant_message" and "prompt" in (data.get("output") or "")):
-            return data["output"]
-    return None
-
-
-async def answer_over_socket(app, client: httpx.Client, thread_id: str, text: str, events: list,
-                             also: Callable[[list], bool] = lambda events: True) -> tuple[float, str]:
-    """Send one message as the page does; seconds until its answer is finished, and the answer. ``also``: what
-    else the events must hold before the socket closes (a notice that follows the answer)."""
-    sio = await socket_connect(app, client, thread_id, events)
-    try:
-        started = time.monotonic()
-        await sio.emit("client_message", {"message": {
-            "id": str(uuid.uuid4()), "threadId": thread_id, "type": "user_message", "name": "local",
-            "output": text, "createdAt": "2026-12-04T10:00:00.000Z"}, "fileReferences": []})
-        seconds = None
-        while time.monotonic() - started < 120:
-            answer = finished_answer(events)
-            if answer is not None and seconds is None:
-                seconds = time.monotonic() - started
-            if answer is not None and also(events):
-                return seconds, answer
-            await asyncio.sleep(0.1)
-        raise AssertionError(f"no answer; events: {[e for e, _ in events][-10:]}")
-    finally:
-        await sio.disconnect()
 
 
 async def alice_chats(app, client: httpx.Client, thread_id: str) -> None:
@@ -104,6 +63,8 @@ async def try_resume(app, client: httpx.Client, thread_id: str) -> list:
 @pytest.fixture(scope="module")
 def two_users(tiny_model_dir, tmp_path_factory):
     data = tmp_path_factory.mktemp("shared-chats")
+    for name, secret in SECRETS.items():
+        Accounts(data / "users.json").add(name, secret)
     with running_app(tiny_model_dir, tmp_path_factory.mktemp("auth-run"), "--auth-token", TOKEN,
                      "--data-dir", str(data), "--max-tokens", "16") as app:
         alice, bob = login(app, "alice"), login(app, "bob")
@@ -113,7 +74,8 @@ def two_users(tiny_model_dir, tmp_path_factory):
         with sqlite3.connect(data / "chats.db") as conn:
             conn.execute("insert into elements (id, thread_id, data) values (?, ?, ?)",
                          ("alice-element", alice_thread, json.dumps({"id": "alice-element", "name": "plans.txt"})))
-        yield {"app": app, "alice": alice, "bob": bob, "thread": alice_thread, "db": data / "chats.db"}
+        yield {"app": app, "alice": alice, "bob": bob, "thread": alice_thread, "db": data / "chats.db",
+               "users": Accounts(data / "users.json")}
         alice.close()
         bob.close()
 
@@ -139,17 +101,59 @@ def test_bob_cannot_list_or_find_alices_chat(two_users):
 
 
 def test_bob_cannot_open_rename_delete_or_download_alices_chat(two_users):
-    bob, thread = two_users["bob"], two_users["thread"]
-    assert bob.get(f"/project/thread/{thread}").status_code == 401
-    assert bob.get(f"/project/share/{thread}").status_code == 404
-    assert bob.put("/project/thread", json={"threadId": thread, "name": "pwned"}).status_code == 401
-    assert bob.request("DELETE", "/project/thread", json={"threadId": thread}).status_code == 401
-    assert bob.get(f"/project/thread/{thread}/element/alice-element").status_code == 401
-    for fmt in ("md", "json"):
-        assert bob.get(f"/history/chats/{thread}/export.{fmt}").status_code == 401
+    statuses = other_users_calls(two_users["bob"], two_users)
+    assert all(status in (401, 404) for status in statuses.values()), statuses
+    # Chainlit also takes a login as a Bearer header: Bob's own login sent that way is refused the same
+    bob_token = two_users["bob"].cookies.get("access_token")
+    with httpx.Client(base_url=two_users["app"].url, timeout=30,
+                      headers={"Authorization": f"Bearer {bob_token}"}) as bearer:
+        assert bearer.get("/user").json()["identifier"] == "bob"
+        statuses = other_users_calls(bearer, two_users)
+        assert all(status in (401, 404) for status in statuses.values()), statuses
+    assert_alices_chat_untouched(two_users)
+
+
+def alice_answer_and_feedback(two_users) -> tuple[str, str]:
+    """The id of Alice's answer, and of the rating she gave it (made once)."""
+    alice, thread = two_users["alice"], two_users["thread"]
+    answer = next(s for s in alice.get(f"/project/thread/{thread}").json()["steps"]
+                  if s["type"] == "assistant_message")
+    if answer.get("feedback"):
+        return answer["id"], answer["feedback"]["id"]
+    rated = alice.put("/feedback", json={"sessionId": "s", "feedback": {"forId": answer["id"], "value": 1,
+                                                                   "comment": "mine"}})
+    assert rated.status_code == 200, rated.text
+    return answer["id"], rated.json()["feedbackId"]
+
+
+def other_users_calls(client: httpx.Client, two_users) -> dict[str, int]:
+    """Every route of the UI that reads or changes a chat, aimed at Alice's; the status each answered."""
+    thread = two_users["thread"]
+    answer_id, feedback_id = alice_answer_and_feedback(two_users)
+    calls = {
+        "open": client.get(f"/project/thread/{thread}"),
+        "shared view": client.get(f"/project/share/{thread}"),
+        "rename": client.put("/project/thread", json={"threadId": thread, "name": "pwned"}),
+        "delete": client.request("DELETE", "/project/thread", json={"threadId": thread}),
+        "element": client.get(f"/project/thread/{thread}/element/alice-element"),
+        "export md": client.get(f"/history/chats/{thread}/export.md"),
+        "export json": client.get(f"/history/chats/{thread}/export.json"),
+        "attached document": client.get(f"/history/chats/{thread}/documents/{answer_id}/0"),
+        "feedback on her answer": client.put("/feedback", json={"sessionId": "s", "feedback": {
+            "forId": answer_id, "value": 0, "comment": "pwned"}}),
+        "feedback over hers by id": client.put("/feedback", json={"sessionId": "s", "feedback": {
+            "id": feedback_id, "forId": answer_id, "value": 0, "comment": "pwned"}}),
+        "delete her feedback": client.request("DELETE", "/feedback", json={"feedbackId": feedback_id}),
+    }
+    return {name: response.status_code for name, response in calls.items()}
+
+
+def assert_alices_chat_untouched(two_users) -> None:
+    thread = two_users["thread"]
     with sqlite3.connect(two_users["db"]) as conn:
         assert conn.execute("select name, user_identifier from threads where id = ?", (thread,)).fetchone() == (
             "my secret plans", "alice")
+        assert conn.execute("select value, comment from feedbacks").fetchall() == [(1, "mine")]
 
 
 def test_bob_cannot_reach_alices_element_through_his_own_chat(two_users):
@@ -158,6 +162,50 @@ def test_bob_cannot_reach_alices_element_through_his_own_chat(two_users):
     asyncio.run(alice_chats(two_users["app"], bob, bob_thread))  # Bob makes a chat of his own
     response = bob.get(f"/project/thread/{bob_thread}/element/alice-element")
     assert response.status_code == 200 and response.json() is None
+
+
+def test_nobody_logs_in_as_alice_without_her_secret(two_users):
+    app = two_users["app"]
+    with httpx.Client(base_url=app.url, timeout=30) as client:
+        for secret in ("wrong-secret-123", TOKEN, SECRETS["bob"], ""):
+            answer = client.post("/login", data={"username": "alice", "password": secret})
+            assert answer.status_code in (401, 422) and not client.cookies.get("access_token"), secret
+    # Those failures were free (5 per client): her own secret still logs in at once.
+    assert login(app, "alice").get("/user").json()["identifier"] == "alice"
+
+
+@pytest.mark.parametrize("how", ["bearer", "cookie"])
+def test_the_shared_token_is_no_login_on_any_route_or_the_socket(two_users, how):
+    app = two_users["app"]
+    if how == "bearer":
+        client = httpx.Client(base_url=app.url, timeout=30, headers={"Authorization": f"Bearer {TOKEN}"})
+    else:
+        client = httpx.Client(base_url=app.url, timeout=30, cookies={"access_token": TOKEN})
+    with client:
+        assert client.get("/user").status_code == 401
+        assert client.post("/project/threads", json={"pagination": {"first": 20}, "filter": {}}).status_code == 401
+        statuses = other_users_calls(client, two_users)
+        assert all(status in (401, 404) for status in statuses.values()), statuses
+        with pytest.raises(socketio.exceptions.ConnectionError):
+            asyncio.run(try_resume(app, client, two_users["thread"]))
+    assert_alices_chat_untouched(two_users)
+    # ... and it still is the key of /v1 and /metrics
+    assert httpx.get(f"{app.url}/metrics", headers={"Authorization": f"Bearer {TOKEN}"}).status_code == 200
+
+
+def test_a_removed_user_is_logged_out_at_the_next_click(two_users, tmp_path):
+    app, users = two_users["app"], two_users["users"]
+    users.add("carol", "carols-own-secret")  # the running app reads the file when it changes
+    carol = login(app, "carol", "carols-own-secret")
+    assert carol.get("/user").json()["identifier"] == "carol"
+    users.add("carol", "carols-new-secret", replace=True)
+    assert carol.get("/user").status_code == 401  # a new secret ends the logins made with the old one
+    carol = login(app, "carol", "carols-new-secret")
+    users.remove("carol")
+    assert carol.get("/user").status_code == 401
+    with pytest.raises(socketio.exceptions.ConnectionError):
+        asyncio.run(try_resume(app, carol, str(uuid.uuid4())))
+    assert carol.post("/login", data={"username": "carol", "password": "carols-new-secret"}).status_code == 401
 
 
 def test_bob_cannot_resume_alices_chat_over_the_websocket(two_users):

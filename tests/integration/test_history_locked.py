@@ -13,8 +13,7 @@ import uuid
 import httpx
 import pytest
 
-from tests.helpers import running_app
-from tests.integration.test_history_isolation import answer_over_socket
+from tests.helpers import answer_over_socket, running_app
 
 pytestmark = pytest.mark.timeout(600)
 LOCK_SECONDS = 20  # past SQLite's 10 s busy timeout, so writes fail and are tried again
@@ -56,7 +55,10 @@ def test_chats_answer_through_a_locked_database_and_nothing_is_lost(tiny_model_d
         while True:  # once the lock is gone, the queued writes land
             with sqlite3.connect(data / "chats.db") as conn:
                 named = conn.execute("select count(*) from threads where name like 'question %'").fetchone()[0]
-            if named == CHATS or time.time() > deadline:
+                # the answers are queued after the names: wait for those too (finished: with the stats line)
+                answered = conn.execute("select count(*) from steps where type = 'assistant_message' "
+                                        "and data like '%prompt %'").fetchone()[0]
+            if (named == CHATS and answered >= CHATS) or time.time() > deadline:
                 break
             time.sleep(0.2)
         with sqlite3.connect(data / "chats.db") as conn:

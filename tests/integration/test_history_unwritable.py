@@ -13,8 +13,7 @@ import pytest
 
 from app.history import prepare_database
 from app.history.database import DatabaseLocation
-from tests.helpers import get, metric_value, running_app
-from tests.integration.test_history_isolation import answer_over_socket
+from tests.helpers import answer_over_socket, get, metric_value, running_app
 
 pytestmark = pytest.mark.timeout(600)
 

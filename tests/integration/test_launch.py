@@ -109,6 +109,18 @@ def test_a_model_that_is_not_there_is_one_line_before_anything_starts(tmp_path, 
     assert not (tmp_path / "llm.log").exists()  # nothing was started
 
 
+def test_without_the_hub_a_model_to_download_is_one_line_before_anything_starts(tmp_path):
+    """Like --offline: it was the UI's address, two failures and three shutdown lines, then the error."""
+    r = subprocess.run([sys.executable, "launch.py", "--port", str(free_port()),
+                        "--log-file", str(tmp_path / "llm.log")],
+                       cwd=ROOT, capture_output=True, text=True, timeout=180,
+                       env={**os.environ, "HF_HOME": str(tmp_path / "hf"), "HF_ENDPOINT": "http://127.0.0.1:9"})
+    assert r.returncode == 2 and r.stdout == "" and r.stderr.strip().count("\n") == 0, r.stderr
+    assert r.stderr.startswith("error: cannot reach the model hub at http://127.0.0.1:9 to download "
+                               "baidu/ERNIE-4.5-0.3B-PT")
+    assert not (tmp_path / "llm.log").exists()  # nothing was started
+
+
 def test_a_start_that_fails_for_good_is_one_line_on_stderr(tiny_model_dir, tmp_path):
     """Found only once the engine tries (here: an architecture vLLM does not know)."""
     import json

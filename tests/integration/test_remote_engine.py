@@ -144,12 +144,13 @@ def test_a_request_the_server_refuses_is_one_clear_error_not_a_dead_engine(serve
     """E.g. a server running a model whose tokenizer differs from --model's: token ids it does not know."""
     import asyncio
 
+    from app.engine_protocol import Sampling
     from app.errors import RequestRefused
     from app.remote import RemoteEngine
 
     async def ask():
         engine = RemoteEngine(server.url, KEY, "ernie-remote", max_model_len=1024)
-        async for _ in engine.generate([10**7], {"max_tokens": 4}, "refused-1"):
+        async for _ in engine.generate([10**7], Sampling(temperature=1.0, top_p=1.0, max_tokens=4), "refused-1"):
             pass
 
     with pytest.raises(RequestRefused, match="the server refused the request.*Token id 10000000 is out of vocab"):

@@ -8,7 +8,7 @@ import urllib.request
 
 import pytest
 
-from tests.helpers import CHROMIUM_ARGS, ROOT, LaunchedApp, free_port
+from tests.helpers import CHROMIUM_ARGS, ROOT, LaunchedApp, attach, free_port
 
 pytestmark = [pytest.mark.timeout(600)]
 
@@ -80,6 +80,13 @@ def test_ui_and_routes_under_chat_behind_https_nginx(tiny_model_dir, tmp_path, n
             page.fill("#chat-input", "hello through nginx")
             page.click("#chat-submit")
             page.get_by_text(re.compile(r"answer \d+ tokens")).wait_for(timeout=60000)
+            # A 5 MB document through nginx (its default body limit is 1 MB): the app reads it.
+            big = tmp_path / "big-notes.txt"
+            big.write_text("All quiet on the harbour front.\n" * 160_000)
+            attach(page, big)
+            page.fill("#chat-input", "what is in the notes?")
+            page.click("#chat-submit")
+            page.get_by_text(re.compile(r"big-notes\.txt is [\d,]+ tokens, more than")).wait_for(timeout=120000)
             browser.close()
     finally:
         app.stop()

@@ -1,8 +1,15 @@
-"""/v1's request rules without a server: the message cap is checked before any message is validated."""
+"""/v1 without a server: the request rules (the message cap is checked before any message is validated), and
+the answers' wire format."""
+import asyncio
+import json
+from types import SimpleNamespace
+
 import pytest
 
-from app.api import parse_request
-from app.errors import BadRequestError
+from app.api import MODEL_ID, _completion, _stream, parse_request
+from app.conversation import FittedPrompt
+from app.engine_protocol import Delta, Sampling
+from app.errors import BadRequestError, EngineUnavailable
 
 
 def test_a_request_over_the_message_cap_is_refused_before_validation():
@@ -15,6 +22,7 @@ def test_a_request_over_the_message_cap_is_refused_before_validation():
     ({"messages": []}, "messages"),
     ({"messages": [{"role": "wizard", "content": "hi"}]}, "messages.0.role"),
     ({"messages": [{"role": "user", "content": "hi"}], "top_p": 0.01}, "top_p"),
+    ({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 0}, "max_tokens"),
     ([1, 2], "Input should be"),
 ])
 def test_bad_requests_are_one_line_naming_the_field(body, words):
@@ -22,6 +30,71 @@ def test_bad_requests_are_one_line_naming_the_field(body, words):
         parse_request(body, 1000)
     assert words in str(info.value) and "\n" not in str(info.value)
     assert info.value.http_status == 400
+
+
+def test_max_tokens_down_to_one_as_openai_clients_send_it():
+    assert parse_request({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 1}, 1000).max_tokens == 1
+
+
+def test_one_answer_token_fits_the_context():
+    from app.conversation import fit_to_context
+
+    class Template:  # three tokens a message
+        def encode(self, messages):
+            return list(range(len(messages) * 3))
+
+    assert fit_to_context("", [], "hi", 4096, 1, Template()).max_tokens == 1
+
+
+FITTED = FittedPrompt([1, 2, 3], dropped_messages=2, max_tokens=16)
+
+
+def test_a_plain_answer_has_the_fields_it_always_had():
+    body = _completion("chatcmpl-1", FITTED, "h\u00e9llo", 4, "abort")  # vLLM's reasons pass as they are
+    created = body.pop("created")
+    assert isinstance(created, int) and body == {
+        "id": "chatcmpl-1", "object": "chat.completion", "model": MODEL_ID,
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": "h\u00e9llo"}, "finish_reason": "abort"}],
+        "usage": {"prompt_tokens": 3, "completion_tokens": 4, "total_tokens": 7}, "ernie_chat": {"dropped_messages": 2}}
+
+
+def stream_events(deltas, include_usage, error=None):
+    async def fake_stream(token_ids, sampling):
+        for delta in deltas:
+            yield delta
+        if error:
+            raise error
+
+    rt = SimpleNamespace(host=SimpleNamespace(stream=fake_stream))
+
+    async def collect():
+        return [event async for event in _stream(rt, FITTED, Sampling(0.8, 0.8, 16), "chatcmpl-2", include_usage)]
+
+    return asyncio.run(collect())
+
+
+def test_a_streamed_answer_has_the_events_it_always_had():
+    events = stream_events([Delta("he", 1), Delta("\u2028", 1), Delta("", 1, True, "length")], include_usage=True)
+    assert events[-1] == "data: [DONE]\n\n" and all(e.startswith("data: ") and e.endswith("\n\n") for e in events)
+    assert all(e.isascii() for e in events)  # U+2028 inside a token must not split a line in some clients
+    chunks = [json.loads(e[6:]) for e in events[:-1]]
+    assert {c["id"] for c in chunks} == {"chatcmpl-2"} and {c["object"] for c in chunks} == {"chat.completion.chunk"}
+    assert [c["choices"] for c in chunks] == [
+        [{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}],
+        [{"index": 0, "delta": {"content": "he"}, "finish_reason": None}],
+        [{"index": 0, "delta": {"content": "\u2028"}, "finish_reason": None}],
+        [{"index": 0, "delta": {}, "finish_reason": "length"}],
+        [],
+    ]
+    assert [c.get("usage") for c in chunks] == [None] * 4 + [
+        {"prompt_tokens": 3, "completion_tokens": 3, "total_tokens": 6}]
+    assert all("usage" not in c for c in chunks[:-1])  # usage only on the last chunk, as OpenAI's include_usage
+
+
+def test_an_engine_failure_mid_stream_is_an_error_event():
+    events = stream_events([Delta("he", 1)], include_usage=False, error=EngineUnavailable("engine restarting"))
+    error = json.loads(events[-2][6:])
+    assert events[-1] == "data: [DONE]\n\n" and "engine restarting" in error["error"]["message"]
 
 
 def test_stream_options_are_understood():

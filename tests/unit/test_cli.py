@@ -57,3 +57,28 @@ def test_every_field_has_a_flag_with_its_description():
 def test_booleans_are_tri_state():
     assert parse_command(["--no-enforce-eager"], env_file=None).settings.engine.enforce_eager is False
     assert parse_command(["--enforce-eager"], env_file=None).settings.engine.enforce_eager is True
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["--modle", "/models/ernie"], "unknown flag --modle; did you mean --model?"),
+    (["--prot=8000"], "unknown flag --prot; did you mean --port?"),
+    (["--xyzzy"], "unknown flag --xyzzy (python launch.py --help"),
+    (["frobnicate"], "invalid choice: 'frobnicate'"),
+])
+def test_a_mistyped_flag_or_action_is_one_line_naming_it(argv, words):
+    with pytest.raises(SettingsError) as info:
+        parse_command(argv, env_file=None)
+    assert words in str(info.value) and "\n" not in str(info.value)
+
+
+def test_negative_numbers_are_values_not_flags():
+    with pytest.raises(SettingsError, match="--temperature"):  # out of range, but read as the value
+        parse_command(["--temperature", "-0.5"], env_file=None)
+
+
+def test_import_takes_user_and_no_other_action_does():
+    command = parse_command(["import", "conversations.json", "--user", "alice"], env_file=None)
+    assert (command.action, command.files, command.user) == ("import", ("conversations.json",), "alice")
+    with pytest.raises(SettingsError, match=r"^--user 'alice' is for import only \(python launch.py import FILE\.\.\. "
+                                            r"--user NAME\)$"):
+        parse_command(["export", "--user", "alice"], env_file=None)

@@ -1,7 +1,15 @@
 """Chat rules without a browser: input cleaning, context fitting, sampling bounds."""
 import pytest
 
-from app.conversation import MIN_ANSWER_TOKENS, clamp_sampling, clean_message, fit_to_context
+from app.conversation import (
+    MIN_ANSWER_TOKENS,
+    FittedPrompt,
+    answer_sampling,
+    clamp_sampling,
+    clean_message,
+    fit_to_context,
+)
+from app.engine_protocol import Sampling
 from app.errors import PromptTooLongError
 
 
@@ -128,19 +136,31 @@ def test_new_chats_take_the_models_sampling_defaults_unless_the_user_set_ours():
     assert chat_defaults(ChatSettings(_env_file=None), {}, 1024)["max_tokens"] == 512  # half the context
 
 
+def test_the_ui_and_v1_sample_by_one_rule():
+    """What was asked for, else the chat's defaults; the answer budget is what the prompt left."""
+    defaults = {"temperature": 0.8, "top_p": 0.8, "max_tokens": 512}
+    fitted = FittedPrompt([1, 2, 3], dropped_messages=0, max_tokens=100, shortened=True)
+    assert answer_sampling({}, defaults, fitted) == Sampling(temperature=0.8, top_p=0.8, max_tokens=100)
+    asked = {"temperature": 0, "top_p": None, "seed": 7}  # /v1: an unset field is None; 0 is a value
+    assert answer_sampling(asked, defaults, fitted) == Sampling(temperature=0.0, top_p=0.8, max_tokens=100, seed=7)
+
+
 def test_one_definition_of_the_sampling_bounds():
-    """The settings, the sliders (app/chat.py), /v1 and the clamping all read SAMPLING_BOUNDS."""
+    """The settings, the sliders (app/chat.py) and the clamping read SAMPLING_BOUNDS; /v1 reads
+    API_SAMPLING_BOUNDS, made from it (answers down to one token)."""
     from pydantic import ValidationError
 
     from app.api import ChatRequest
-    from app.settings import SAMPLING_BOUNDS, ChatSettings
+    from app.settings import API_SAMPLING_BOUNDS, SAMPLING_BOUNDS, ChatSettings
 
+    for name, bound in API_SAMPLING_BOUNDS.items():
+        below = bound.low - (1 if bound.integer else 0.01)
+        with pytest.raises(ValidationError):
+            ChatRequest(messages=[{"role": "user", "content": "hi"}], **{name: below})
+        ChatRequest(messages=[{"role": "user", "content": "hi"}], **{name: bound.low})
     for name, bound in SAMPLING_BOUNDS.items():
         below = bound.low - (1 if bound.integer else 0.01)
         with pytest.raises(ValidationError):
             ChatSettings(_env_file=None, **{name: below})
-        with pytest.raises(ValidationError):
-            ChatRequest(messages=[{"role": "user", "content": "hi"}], **{name: below})
-        ChatRequest(messages=[{"role": "user", "content": "hi"}], **{name: bound.low})
         assert clamp_sampling({name: below}, {"temperature": 0.8, "top_p": 0.8, "max_tokens": 512},
                               10**6).values[name] == bound.low

@@ -8,10 +8,12 @@ from __future__ import annotations
 import asyncio
 import time
 
-from app.engine import EngineHost, EngineState, Speed
-from app.engine_protocol import Delta
-from app.profiles import EnginePlan
+from app.engine_host import EngineHost, EngineHostOptions
+from app.engine_plan import EnginePlan
+from app.engine_protocol import Sampling
+from app.engine_status import EngineState, Speed
 from app.telemetry import AppMetrics, LogTail
+from tests.helpers import FakeEngine, start_until_settled
 
 GIB = 2**30
 PLAN = EnginePlan(profile="auto", device="cuda", gpu=None, reasons={},
@@ -19,47 +21,15 @@ PLAN = EnginePlan(profile="auto", device="cuda", gpu=None, reasons={},
 CUDA_OOM = RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 22.06 GiB")
 
 
-class FakeEngine:
-    """The engine protocol, answering "ok" at once."""
-
-    def __init__(self, plan=PLAN):
-        self.max_model_len = plan.engine_args["max_model_len"]
-
-    async def generate(self, token_ids, sampling, request_id):
-        yield Delta("ok", 1, True, "length")
-
-    async def check_health(self):
-        return None
-
-    async def abort(self, request_id):
-        return None
-
-    def dead_reason(self):
-        return None
-
-    def unfinished_requests(self):
-        return 0
-
-    def shutdown(self):
-        pass
-
-
 def start(factory, log_tail=None, details=None, plan=PLAN, launched_at=None) -> tuple[EngineHost, list[str]]:
     fatal: list[str] = []
-    host = EngineHost(lambda progress: "/models/ernie", plan, AppMetrics(), max_concurrent=2,
-                      engine_factory=factory, health_interval=60, log_tail=log_tail, on_fatal=fatal.append,
-                      launched_at=launched_at)
+    host = EngineHost(EngineHostOptions(lambda progress: "/models/ernie", plan, AppMetrics(), max_concurrent=2,
+                                        engine_factory=factory, health_interval=60, log_tail=log_tail,
+                                        on_fatal=fatal.append, launched_at=launched_at))
     if details is not None:  # what /readyz, the status panel and the bar show, in order
         host.add_listener(lambda status: details.append(status.detail))
 
-    async def run():
-        host.start_in_background()
-        deadline = time.time() + 30
-        while host.status.state not in (EngineState.READY, EngineState.FAILED) and time.time() < deadline:
-            await asyncio.sleep(0.05)
-        await host.shutdown()
-
-    asyncio.run(run())
+    start_until_settled(host)
     return host, fatal
 
 
@@ -171,7 +141,7 @@ def test_warm_up_samples_a_batch_of_eight_like_chats_do_before_ready():
             seen["calls"] += 1
             seen["in_flight"] += 1
             seen["most"] = max(seen["most"], seen["in_flight"])
-            seen["params"].append((sampling["temperature"], sampling["top_p"], sampling.get("seed")))
+            seen["params"].append((sampling.temperature, sampling.top_p, sampling.seed))
             await asyncio.sleep(0.05)
             seen["in_flight"] -= 1
             async for out in super().generate(token_ids, sampling, request_id):
@@ -223,73 +193,6 @@ def test_cpu_warm_up_is_one_round():
     assert host.status.ready_seconds is not None and not fatal and len(calls) == 2
 
 
-def test_the_tokenizer_loads_while_the_engine_starts(tiny_model_dir, monkeypatch):
-    """ModelFiles.provide returns once the files are here; the tokenizer loads beside the engine's start, and
-    "ready" waits for it (a chat needs it)."""
-    from transformers import AutoTokenizer
-
-    from app.model_source import ModelFiles
-    from app.settings import ModelSettings
-
-    real_load = AutoTokenizer.from_pretrained
-
-    def slow_load(*args, **kwargs):  # the real tokenizer, loaded as slowly as a big SentencePiece one
-        time.sleep(1.0)
-        return real_load(*args, **kwargs)
-
-    monkeypatch.setattr(AutoTokenizer, "from_pretrained", slow_load)
-    files = ModelFiles(ModelSettings(model=str(tiny_model_dir)))
-    order: list[str] = []
-
-    def factory(path, plan):
-        # The engine is being built while the tokenizer is still loading: the two overlap.
-        order.append("engine built" + (" (tokenizer still loading)" if not files._loading.done() else ""))
-        return FakeEngine(plan)
-
-    def tokenizer_ready():
-        files.wait_loaded()
-        order.append("tokenizer loaded")
-
-    host = EngineHost(files.provide, PLAN, AppMetrics(), max_concurrent=2, engine_factory=factory,
-                      health_interval=60, before_ready=tokenizer_ready)
-    host.add_listener(lambda status: status.state is EngineState.READY and order.append("ready"))
-
-    async def run():
-        host.start_in_background()
-        assert await host.wait_ready(60)
-        await host.shutdown()
-
-    asyncio.run(run())
-    assert order == ["engine built (tokenizer still loading)", "tokenizer loaded", "ready"]
-    assert files.tokenizer is not None and files.tokenizer("hello")["input_ids"]
-
-
-def test_a_broken_tokenizer_fails_the_start_in_one_line(tmp_path, tiny_model_dir):
-    import shutil
-
-    from app.model_source import ModelFiles
-    from app.settings import ModelSettings
-
-    broken = tmp_path / "model"
-    shutil.copytree(tiny_model_dir, broken)
-    (broken / "tokenizer.json").write_text("{not json")
-    files = ModelFiles(ModelSettings(model=str(broken)))
-    fatal: list[str] = []
-    host = EngineHost(files.provide, PLAN, AppMetrics(), max_concurrent=2,
-                      engine_factory=lambda path, plan: FakeEngine(plan), health_interval=60,
-                      before_ready=files.wait_loaded, on_fatal=fatal.append)
-
-    async def run():
-        host.start_in_background()
-        deadline = time.time() + 60
-        while host.status.state is not EngineState.FAILED and time.time() < deadline:
-            await asyncio.sleep(0.05)
-        await host.shutdown()
-
-    asyncio.run(run())
-    assert len(fatal) == 1 and "\n" not in fatal[0]
-
-
 def test_the_full_speed_engine_is_built_while_the_starting_engine_starts():
     """--quick-start: both builds begin at once (the full engine's compile overlaps the starting engine's load),
     the starting engine answers first, and the full one takes over when it is up."""
@@ -310,8 +213,8 @@ def test_the_full_speed_engine_is_built_while_the_starting_engine_starts():
         return FakeEngine(engine_plan)
 
     speeds: list = []
-    host = EngineHost(lambda progress: "/models/ernie", plan, AppMetrics(), max_concurrent=2,
-                      engine_factory=factory, health_interval=60)
+    host = EngineHost(EngineHostOptions(lambda progress: "/models/ernie", plan, AppMetrics(), max_concurrent=2,
+                                        engine_factory=factory, health_interval=60))
     host.add_listener(lambda status: speeds.append(status.speed))
 
     async def run():
@@ -363,7 +266,7 @@ def test_a_full_speed_engine_that_fails_is_told_in_the_terminal_readyz_panel_and
     import dataclasses
     from types import SimpleNamespace
 
-    from app.chat import status_markdown
+    from app.status_panel import status_markdown
 
     log_file = tmp_path / "llm.log"
     starter_plan = dataclasses.replace(PLAN, engine_args={**PLAN.engine_args, "enforce_eager": True})
@@ -377,8 +280,8 @@ def test_a_full_speed_engine_that_fails_is_told_in_the_terminal_readyz_panel_and
         raise GENERIC
 
     metrics = AppMetrics()
-    host = EngineHost(lambda progress: "/models/ernie", plan, metrics, max_concurrent=2, engine_factory=factory,
-                      health_interval=60, log_tail=LogTail(log_file))
+    host = EngineHost(EngineHostOptions(lambda progress: "/models/ernie", plan, metrics, max_concurrent=2,
+                                        engine_factory=factory, health_interval=60, log_tail=LogTail(log_file)))
 
     async def run():
         host.start_in_background()
@@ -386,7 +289,7 @@ def test_a_full_speed_engine_that_fails_is_told_in_the_terminal_readyz_panel_and
         deadline = time.time() + 30
         while host.status.speed is not Speed.STARTING_ONLY and time.time() < deadline:
             await asyncio.sleep(0.05)
-        answer = [delta.text async for delta in host.stream([1, 2], {"max_tokens": 1})]
+        answer = [delta.text async for delta in host.stream([1, 2], Sampling(temperature=1.0, top_p=1.0, max_tokens=1))]
         await host.shutdown()
         return answer
 
@@ -397,7 +300,8 @@ def test_a_full_speed_engine_that_fails_is_told_in_the_terminal_readyz_panel_and
     readyz = host.status.to_dict()
     assert readyz["speed"] == "starting_only" and readyz["speed_reason"] == "KeyError: 'torch'"
     assert metrics.registry.get_sample_value("ernie_chat_full_speed_engine_failures_total") == 1
-    runtime = SimpleNamespace(host=host, plan=plan, gpu=None, gpu_memory=None, max_model_len=32768, history=None)
+    runtime = SimpleNamespace(host=host, plan=plan, gpu=None, gpu_memory=None, max_model_len=32768, history=None,
+                              settings=SimpleNamespace(model=SimpleNamespace(model="baidu/ERNIE-4.5-0.3B-PT")))
     assert ("**Speed:** starting engine only (eager, about 5x slower): the full-speed engine did not start: "
             "KeyError: 'torch' (see the log)") in status_markdown(runtime, "en-US")
     assert "**速度:** 仅启动引擎（eager，约慢 5 倍）：全速引擎未能启动：KeyError: 'torch'（详见日志）" in \
@@ -408,14 +312,30 @@ def test_the_panel_says_when_chats_wait_for_the_database(monkeypatch):
     """Writes the database refuses are kept and retried; past a few seconds the panel says so, in both languages."""
     from types import SimpleNamespace
 
-    from app.chat import status_markdown
-    from app.engine import EngineStatus
+    from app.engine_status import EngineStatus
+    from app.status_panel import status_markdown
 
     history = SimpleNamespace(unsaved_seconds=12.4)
     runtime = SimpleNamespace(host=SimpleNamespace(status=EngineStatus()), plan=PLAN, gpu=None, gpu_memory=None,
-                              max_model_len=4096, history=history)
+                              max_model_len=4096, history=history,
+                              settings=SimpleNamespace(model=SimpleNamespace(model="baidu/ERNIE-4.5-0.3B-PT")))
     assert "**History:** not saved yet: waiting 12 s for the chat database, trying again" in \
         status_markdown(runtime, "en-US")
     assert "**聊天记录:** 尚未保存：已等待聊天数据库 12 秒，正在重试" in status_markdown(runtime, "zh-CN")
     history.unsaved_seconds = 1.0  # a moment's wait is normal: nothing said
     assert "History" not in status_markdown(runtime, "en-US")
+
+
+def test_the_panel_says_how_long_the_start_took_in_the_pages_language():
+    from types import SimpleNamespace
+
+    from app.engine_status import EngineStatus
+    from app.i18n import Phrase
+    from app.status_panel import status_markdown
+
+    status = EngineStatus(state=EngineState.READY, detail=Phrase("ready_took", seconds=18.66), ready_took=18.66)
+    runtime = SimpleNamespace(host=SimpleNamespace(status=status), plan=PLAN, gpu=None, gpu_memory=None,
+                              max_model_len=4096, history=None,
+                              settings=SimpleNamespace(model=SimpleNamespace(model="baidu/ERNIE-4.5-0.3B-PT")))
+    assert "**Engine:** ready — ready in 18.7s" in status_markdown(runtime, "en-US")
+    assert "**引擎:** 就绪 — 18.7 秒就绪" in status_markdown(runtime, "zh-CN")

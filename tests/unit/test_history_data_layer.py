@@ -127,6 +127,28 @@ def test_delete_removes_the_chat_its_messages_and_elements(location):
     assert run_with_store(location, body) == [0, 0, 0]
 
 
+def test_a_deleted_chats_documents_leave_the_sqlite_file(tmp_path):
+    # A chat's attached documents live in its messages; deleting the chat overwrites them in the file
+    # (secure_delete) and empties the write-ahead log that first held them, not only unlinks them from the tables.
+    path = tmp_path / "chats.db"
+    marker = "ACCESS-CODE-7731-KESTREL"
+
+    async def body(store):
+        _, thread_id = await start_chat(store, "alice", "keep this")
+        step = message(thread_id, "what is the code?")
+        step["metadata"] = {"documents": [{"name": "a.txt", "text": f"{marker} " + "filler " * 2000}]}
+        await store.layer.create_step(step)
+        await store.layer.writer.drain()
+        wal = path.with_name(path.name + "-wal")
+        assert marker.encode() in wal.read_bytes()  # where the text was first written
+        await store.layer.delete_thread(thread_id)
+        await store.layer.writer.drain()
+        # Read while the app still has the database open (closing the last connection empties the -wal anyway).
+        return [marker.encode() in file.read_bytes() for file in (path, wal)]
+
+    assert run_with_store(DatabaseLocation(f"sqlite+aiosqlite:///{path}", path), body) == [False, False]
+
+
 def test_each_user_lists_and_searches_only_their_own_chats(location):
     async def body(store):
         alice_id, a1 = await start_chat(store, "alice", "the weather in Paris")
@@ -147,6 +169,64 @@ def test_each_user_lists_and_searches_only_their_own_chats(location):
     assert weather == [a1]  # found by a word in a message, case-insensitive, Bob's chat not included
     assert chinese == [a2]  # found by Chinese words in the answer, not the title
     assert percent == []  # LIKE wildcards are searched for literally
+
+
+def test_search_finds_chats_with_every_word_in_any_order_anywhere_in_the_chat(location):
+    # Issue 24: every whitespace-separated word must occur in the chat (its title or any of its messages), in
+    # any order; a Chinese query without spaces stays one substring; %, _ and a backslash are searched for literally.
+    expected = {
+        "keeper lighthouse": {"keeper"},  # reverse order
+        "KEEPER   Lighthouse": {"keeper"},  # any case, any spaces
+        "diary keeper lighthouse the": {"keeper"},
+        "pilot harbour": {"harbour"},  # one word in the question, the other in the answer
+        "notes keeper": {"keeper"},  # one in the (renamed) title, one in a message
+        "lighthouse harbour": set(),  # each word in a different chat: no chat has both
+        "keeper xylophone": set(),
+        "三句话 量子": {"chinese"},  # Chinese words, reverse order, in two messages
+        "量子纠缠": {"chinese"},
+        "纠缠量子": set(),  # without spaces: one substring, as typed
+        "三句话\u3000量子": {"chinese"},  # the ideographic space separates words too
+        "5%f": set(), "o_f": set(),  # a wildcard would match "50% off_sale"; literally, nothing does
+        "c:\\": {"sale"}, "off_ 50%": {"sale"}, "f_s": {"sale"},
+    }
+
+    async def body(store):
+        user_id, keeper = await start_chat(store, "alice", "The lighthouse keeper's diary")
+        _, harbour = await start_chat(store, "alice", "where is the harbour?")
+        await store.layer.create_step(message(harbour, "the pilot boat waits there", "assistant_message"))
+        _, chinese = await start_chat(store, "alice", "量子纠缠是什么")
+        await store.layer.create_step(message(chinese, "请用三句话解释", "assistant_message"))
+        _, sale = await start_chat(store, "alice", r"50% off_sale in C:\shop")
+        await store.layer.update_thread(keeper, name="Holiday notes")  # the title counts as the chat's words
+        await store.layer.writer.drain()
+
+        async def search(text):
+            page = await store.layer.list_threads(Pagination(first=20), ThreadFilter(userId=user_id, search=text))
+            return {t["id"] for t in page.data}
+
+        chats = {"keeper": keeper, "harbour": harbour, "chinese": chinese, "sale": sale}
+        return chats, {text: await search(text) for text in expected}
+
+    chats, found = run_with_store(location, body)
+    assert found == {text: {chats[name] for name in names} for text, names in expected.items()}
+
+
+def test_a_search_of_more_than_16_words_is_refused_in_one_line(location):
+    from fastapi import HTTPException
+
+    from app.history.data_layer import MAX_SEARCH_WORDS
+
+    async def body(store):
+        user_id, thread_id = await start_chat(store, "alice", " ".join(f"w{n}" for n in range(40)))
+        at_most = " ".join(f"w{n}" for n in range(MAX_SEARCH_WORDS))
+        found = await store.layer.list_threads(Pagination(first=20), ThreadFilter(userId=user_id, search=at_most))
+        with pytest.raises(HTTPException) as refused:
+            await store.layer.list_threads(Pagination(first=20), ThreadFilter(userId=user_id, search=at_most + " w39"))
+        return [t["id"] for t in found.data], thread_id, refused.value
+
+    found, thread_id, refused = run_with_store(location, body)
+    assert MAX_SEARCH_WORDS == 16 and found == [thread_id]
+    assert refused.status_code == 400 and refused.detail == "search has 17 words; at most 16 are searched"
 
 
 def test_pages_through_chats_newest_first(location):

@@ -1,12 +1,13 @@
-"""Login rules (issue 16 item 5): growing delays per client, logout ends the token, a strong token."""
+"""Login rules: growing delays per client, logout ends the token, a strong token."""
 import subprocess
 import sys
 
 import pytest
+from starlette.datastructures import Headers
 
 from app.cli import parse_command
 from app.errors import SettingsError
-from app.login_guard import FailedLogins, RevokedTokens, _without_login, login_token
+from app.guards.login import FailedLogins, RevokedTokens, _without_login, request_login_token
 from tests.conftest import ROOT
 
 
@@ -59,10 +60,11 @@ def test_revoked_token_until_it_expires():
 
 
 def test_login_cookie_read_and_removed_whole_or_chunked():
-    headers = [(b"host", b"x"), (b"cookie", b"a=1; access_token=TOKEN; b=2"), (b"authorization", b"Bearer t")]
-    assert login_token(headers) == "TOKEN"
+    headers = Headers(raw=[(b"host", b"x"), (b"cookie", b"a=1; access_token=TOKEN; b=2"),
+                           (b"authorization", b"Bearer t")])
+    assert request_login_token(headers) == "TOKEN"
     assert _without_login(headers) == [(b"host", b"x"), (b"cookie", b"a=1; b=2")]
-    assert login_token([(b"cookie", b"access_token_0=AB; access_token_1=CD")]) == "ABCD"
+    assert request_login_token(Headers(raw=[(b"cookie", b"access_token_0=AB; access_token_1=CD")])) == "ABCD"
 
 
 @pytest.mark.parametrize("token", ["short", "x" * 15])

@@ -3,12 +3,12 @@ import json
 
 import pytest
 
+from app.engine_plan import ModelShape
 from app.errors import InsufficientMemoryError, SettingsError, UnsupportedHardwareError
 from app.hardware import GIB, GpuInfo, VllmBuild
 from app.profiles import (
     ENGINE_OVERRIDES,
     CpuFacts,
-    ModelShape,
     decode_graph_batch,
     plan_engine,
     reserve_bytes,
@@ -154,6 +154,12 @@ def test_no_gpu_uses_the_cpu_build_or_says_what_to_install():
     plan = plan_engine(EngineSettings(), [], CPU_BUILD, ERNIE, CpuFacts(has_bf16=True, available_bytes=16 * GIB))
     assert plan.device == "cpu" and plan.engine_args["dtype"] == "bfloat16"
     assert plan.engine_args["enforce_eager"] is True
+    # The model runs in vLLM's engine process: no third process importing torch and vLLM again; its math
+    # threads leave one core to the scheduler and the app, as vLLM's own CPU layout does.
+    assert plan.engine_args["distributed_executor_backend"] == "uni"
+    assert plan.env_defaults["OMP_NUM_THREADS"] == "3"  # CpuFacts' 4 cores
+    one_core = plan_engine(EngineSettings(), [], CPU_BUILD, ERNIE, CpuFacts(available_bytes=16 * GIB, cores=1))
+    assert one_core.env_defaults["OMP_NUM_THREADS"] == "1"
     # The CPU worker's oneDNN kernel cache is bounded (it grew the worker +9% in a 20-min soak), but a
     # value the user set wins: it is a default, not an override.
     assert int(plan.env_defaults["ONEDNN_PRIMITIVE_CACHE_CAPACITY"]) < 1024
@@ -251,15 +257,19 @@ def test_remote_plan_needs_no_card_and_takes_the_context_from_the_server():
 def test_status_panel_names_the_remote_server_instead_of_a_card():
     from types import SimpleNamespace
 
-    from app.chat import status_markdown
-    from app.engine import EngineStatus
+    from app.engine_status import EngineStatus
     from app.profiles import plan_remote
+    from app.status_panel import status_markdown
 
     plan = plan_remote(EngineSettings(_env_file=None), "http://gpu-box:8000/v1")
     plan.engine_args["max_model_len"] = 2048  # as the server said
     runtime = SimpleNamespace(host=SimpleNamespace(status=EngineStatus(), plan=plan), plan=plan, gpu=None,
-                              gpu_memory=None, max_model_len=2048, history=None)
+                              gpu_memory=None, max_model_len=2048, history=None,
+                              settings=SimpleNamespace(model=SimpleNamespace(model="/models/SmolLM2-135M-Instruct")))
     assert "**Remote vLLM server:** http://gpu-box:8000/v1" in status_markdown(runtime, "en-US")
+    # the model it serves, by name and folder, in both languages
+    assert "**Model:** SmolLM2-135M-Instruct (/models/SmolLM2-135M-Instruct)" in status_markdown(runtime, "en-US")
+    assert "**模型:** SmolLM2-135M-Instruct (/models/SmolLM2-135M-Instruct)" in status_markdown(runtime, "zh-CN")
     assert "**远程 vLLM 服务:** http://gpu-box:8000/v1" in status_markdown(runtime, "zh-CN")
 
 

@@ -7,8 +7,9 @@ import json
 import logging
 import logging.config
 
-from app.engine import START_STEPS, EngineHost, EngineState, StartStep
-from app.profiles import EnginePlan
+from app.engine_host import EngineHost, EngineHostOptions
+from app.engine_plan import EnginePlan
+from app.engine_status import START_STEPS, EngineState, StartStep
 from app.progress import StartProgressBar
 from app.runtime import GpuMemoryWatch
 from app.telemetry import AppMetrics, route_vllm_logs
@@ -19,7 +20,8 @@ def _host() -> EngineHost:
         raise AssertionError("these tests drive the status only; no engine is started")
 
     plan = EnginePlan(profile="cpu", device="cpu", gpu=None, reasons={}, engine_args={"max_model_len": 4096})
-    return EngineHost(lambda progress: "unused", plan, AppMetrics(), max_concurrent=2, engine_factory=no_engine)
+    return EngineHost(EngineHostOptions(lambda progress: "unused", plan, AppMetrics(), max_concurrent=2,
+                                        engine_factory=no_engine))
 
 
 def test_status_reports_the_start_step_and_seconds_while_starting():
@@ -66,34 +68,47 @@ def test_terminal_bar_shows_a_restart_and_a_failure():
 def test_gpu_peak_is_taken_while_generating_even_between_slow_samples():
     """A short answer's peak falls between idle samples; the sampler speeds up while answering."""
     readings = iter([1000] * 3 + [5000] * 3 + [1200] * 1000)
-    watch = GpuMemoryWatch(lambda: next(readings))
+    reads: list[int] = []
+
+    def read() -> int:
+        reads.append(next(readings))
+        return reads[-1]
+
+    watch = GpuMemoryWatch(read)
     metrics = AppMetrics()
-    generating = {"now": False}
+    # The sampler asks "generating?" once a round, after the round before has sampled and set the metrics:
+    # two idle rounds, an answer of six rounds, one idle round; then the test has seen it all.
+    answers = [False] * 2 + [True] * 6 + [False]
+    seen: list[tuple] = []  # (samples taken, peak, last) as each round began
 
     async def scenario():
-        task = asyncio.create_task(watch.follow(lambda: generating["now"], metrics, busy_every_s=0.01,
-                                                idle_every_s=10))
-        await asyncio.sleep(0.05)  # idle: one sample, no peak yet
-        assert watch.peak is None and watch.last == 1000
-        generating["now"] = True
-        await asyncio.sleep(0.15)  # an answer: fast samples catch the spike
-        generating["now"] = False
-        await asyncio.sleep(0.05)
+        done = asyncio.Event()
+
+        def generating() -> bool:
+            seen.append((len(reads), watch.peak, watch.last))
+            if len(seen) > len(answers):
+                done.set()
+                return False
+            return answers[len(seen) - 1]
+
+        task = asyncio.create_task(watch.follow(generating, metrics, busy_every_s=0.01, idle_every_s=10))
+        await asyncio.wait_for(done.wait(), 30)
         task.cancel()
 
     asyncio.run(scenario())
-    assert watch.peak == 5000
-    assert metrics.gpu_memory_peak.labels(gpu="0")._value.get() == 5000
-    assert metrics.gpu_memory_used.labels(gpu="0")._value.get() == watch.last  # the newest reading
+    assert seen[1] == (1, None, 1000)  # idle: one sample, no peak yet (the next is 10 s away)
+    assert seen[8] == (7, 5000, 1200)  # the answer: fast samples caught the spike
+    assert seen[9] == seen[8]  # idle again: no more samples
+    sample = metrics.registry.get_sample_value
+    assert sample("ernie_chat_gpu_memory_peak_bytes", {"gpu": "0"}) == 5000
+    assert sample("ernie_chat_gpu_memory_used_bytes", {"gpu": "0"}) == 1200  # the newest reading
 
 
 def test_no_gpu_memory_series_where_nothing_is_measured():
     """On the CPU or with --remote-url no watch runs; /metrics must not claim 0 bytes of GPU memory."""
-    from prometheus_client import generate_latest
-
-    text = generate_latest(AppMetrics().registry).decode()
-    assert "# TYPE ernie_chat_gpu_memory_used_bytes gauge" in text
-    assert "\nernie_chat_gpu_memory_used_bytes" not in text and "\nernie_chat_gpu_memory_peak_bytes" not in text
+    families = {family.name: family for family in AppMetrics().registry.collect()}
+    for name in ("ernie_chat_gpu_memory_used_bytes", "ernie_chat_gpu_memory_peak_bytes"):
+        assert families[name].type == "gauge" and families[name].samples == [], name
 
 
 def test_vllm_logs_go_to_our_file_from_every_process(tmp_path):

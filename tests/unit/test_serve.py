@@ -2,7 +2,7 @@
 import pytest
 
 from app.cli import load_settings
-from app.engine import EngineState, EngineStatus
+from app.engine_status import EngineState, EngineStatus
 from app.serve import BrowserOpener, _should_open_browser
 
 
@@ -30,13 +30,16 @@ def test_a_non_loopback_host_does_not_open_a_browser(monkeypatch):
 
 
 def test_the_chat_opens_once_when_first_ready(monkeypatch):
+    import threading
+
     opened = []
     monkeypatch.setattr("webbrowser.open", opened.append)
     opener = BrowserOpener("http://127.0.0.1:8000/")
     opener(EngineStatus(state=EngineState.LOADING))
     for state in (EngineState.READY, EngineState.RESTARTING, EngineState.READY):
         opener(EngineStatus(state=state))
-    import time
-
-    time.sleep(0.2)  # the opener runs webbrowser in a thread: a slow browser never blocks the engine
+    # The opener runs webbrowser in a thread (a slow browser never blocks the engine): wait for every one.
+    for thread in threading.enumerate():
+        if thread.name == "open-browser":
+            thread.join(10)
     assert opened == ["http://127.0.0.1:8000/"]

@@ -2,8 +2,9 @@
 import asyncio
 
 import pytest
+from starlette.datastructures import Headers
 
-from app.web_guard import CONTENT_SECURITY_POLICY, GuardPolicy, WebGuard, host_name
+from app.guards.web import CONTENT_SECURITY_POLICY, GuardPolicy, WebGuard, host_name
 
 LOCAL = GuardPolicy(bound_host="127.0.0.1", max_body_bytes=1000)
 
@@ -53,7 +54,7 @@ def test_listed_origins_like_ollama_origins():
 
 def refusal(kind="http", method="GET", path="/", **headers):
     headers = {"host": "127.0.0.1:8000", **{k.replace("_", "-"): v for k, v in headers.items()}}
-    return LOCAL.refusal(kind, method, path, "http", headers)
+    return LOCAL.refusal(kind, method, path, "http", Headers(headers=headers))
 
 
 def test_refusals_name_the_setting_in_one_line():
@@ -67,7 +68,7 @@ def test_refusals_name_the_setting_in_one_line():
                  content_length="1001"), 413, "--max-body-bytes"),
     ]
     for found, status, words in cases:
-        assert found is not None and found[0] == status and words in found[1] and "\n" not in found[1]
+        assert found is not None and found.http_status == status and words in str(found) and "\n" not in str(found)
 
 
 def test_allowed_requests_pass():
@@ -119,3 +120,17 @@ def test_small_body_passes_with_the_content_security_policy():
     assert sent[0]["status"] == 200
     assert (b"content-security-policy", CONTENT_SECURITY_POLICY.encode()) in sent[0]["headers"]
     assert "img-src 'self' data:" in CONTENT_SECURITY_POLICY
+
+
+def test_uploads_have_their_own_limit_from_max_upload_mb():
+    from app.documents.limits import upload_body_bytes
+
+    policy = GuardPolicy(bound_host="127.0.0.1", max_body_bytes=1000, max_upload_bytes=upload_body_bytes(2),
+                         root_path="/chat")
+    headers = Headers(headers={"host": "127.0.0.1:8000", "content-length": str(2 * 2**20 + 1000)})
+    assert policy.refusal("http", "POST", "/chat/project/file", "http", headers) is None  # a 2 MiB file passes
+    too_big = Headers(headers={"host": "127.0.0.1:8000", "content-length": str(upload_body_bytes(2) + 1)})
+    refused = policy.refusal("http", "POST", "/chat/project/file", "http", too_big)
+    assert refused.http_status == 413 and "(--max-upload-mb)" in str(refused)
+    # every other route keeps --max-body-bytes
+    assert "(--max-body-bytes)" in str(policy.refusal("http", "POST", "/chat/login", "http", headers))

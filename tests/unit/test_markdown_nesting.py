@@ -2,7 +2,7 @@
 tests/e2e/test_page_safety.py."""
 import pytest
 
-from app.markdown_guard import MAX_DEPTH, limit_nesting
+from app.markdown_nesting import MAX_DEPTH, limit_nesting
 
 
 @pytest.mark.parametrize("text", [

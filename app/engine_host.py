@@ -23,79 +23,20 @@ import threading
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass, field
-from enum import Enum
+from dataclasses import dataclass, replace
 from typing import Any, Optional
 
-from app.engine_protocol import Delta, Engine, EngineFactory
+from app.engine_plan import EnginePlan
+from app.engine_protocol import Delta, Engine, EngineFactory, Sampling
+from app.engine_status import START_STEPS, EngineState, EngineStatus, Speed, StartStep
 from app.errors import EngineDied, EngineStartError, EngineUnavailable, ErnieChatError, one_line
-from app.i18n import starting_engine_cost
-from app.profiles import EnginePlan, with_smaller_kv
+from app.i18n import Phrase, starting_engine_cost
+from app.profiles import with_smaller_kv
 from app.queueing import FairGate, PositionCallback
 from app.telemetry import FILE_ONLY, AppMetrics, LogTail
 
 log = logging.getLogger("ernie_chat.engine")
 READY_MARKER = "Engine started."  # the tutorial's readiness line; scripts grep the log for it
-
-
-class EngineState(str, Enum):
-    STOPPED = "stopped"
-    LOADING = "loading"
-    WARMING = "warming"
-    READY = "ready"
-    RESTARTING = "restarting"
-    FAILED = "failed"
-
-
-class StartStep(int, Enum):
-    """The steps of an engine start, numbered for progress displays (terminal bar, UI panel, /readyz)."""
-
-    MODEL = 1  # find the model, or download it on the first run
-    TOKENIZER = 2
-    ENGINE = 3  # vLLM loads the weights, sizes the KV cache, captures graphs: the long step
-    WARMUP = 4  # the first request, paid before "ready"
-
-
-START_STEPS = len(StartStep)
-
-
-class Speed(str, Enum):
-    """Which engine answers, when a starting engine runs first (the panel and /readyz say it)."""
-
-    STARTING = "starting"  # the eager engine answers; the full-speed one is being built
-    FULL = "full"  # the full-speed engine answers
-    STARTING_ONLY = "starting_only"  # the full-speed engine failed to start; the eager one stays
-
-
-@dataclass
-class EngineStatus:
-    state: EngineState = EngineState.STOPPED
-    detail: str = ""
-    restarts: int = 0
-    ready_seconds: Optional[float] = None  # launch -> ready, the first time
-    last_error: str = ""
-    step: Optional[StartStep] = None  # while starting: which step; None otherwise
-    start_began_at: float = field(default_factory=time.time)  # the launch, or the restart's beginning
-    speed: Optional[Speed] = None  # None: one engine, no switch planned
-    full_speed_seconds: Optional[float] = None  # launch -> the full-speed engine took over
-    speed_reason: str = ""  # with STARTING_ONLY: why the full-speed engine did not start
-
-    @property
-    def starting(self) -> bool:
-        return self.state in (EngineState.LOADING, EngineState.WARMING, EngineState.RESTARTING) and \
-            self.step is not None
-
-    def to_dict(self) -> dict[str, Any]:
-        out = {"state": self.state.value, "detail": self.detail, "restarts": self.restarts,
-               "ready_seconds": self.ready_seconds, "last_error": self.last_error}
-        if self.speed is not None:
-            out.update(speed=self.speed.value, full_speed_seconds=self.full_speed_seconds)
-        if self.speed is Speed.STARTING_ONLY:
-            out["speed_reason"] = self.speed_reason
-        if self.starting:
-            out.update(step=int(self.step), steps=START_STEPS,
-                       starting_seconds=round(time.time() - self.start_began_at, 1))
-        return out
 
 
 class LoopThread:
@@ -159,39 +100,46 @@ def _kv_text(plan: EnginePlan) -> str:
     return f"KV cache {kv / 2**30:.2f} GiB" if kv else "KV cache sized by vLLM"
 
 
+@dataclass(frozen=True)
+class EngineHostOptions:
+    """What an EngineHost is built from: where the model comes from, the plan, the engine factory, and how
+    the host queues, watches and restarts the engine."""
+
+    model_path_provider: Callable[[Callable[[str], None]], str]  # finds (or downloads) the model, telling progress
+    plan: EnginePlan
+    metrics: AppMetrics
+    max_concurrent: int  # answers generated at once; the rest wait in the fair queue
+    engine_factory: EngineFactory
+    max_restarts: Optional[int] = 5  # None: never give up (a remote server comes back on its own schedule)
+    start_timeout: float = 600.0  # seconds one engine build may take
+    health_interval: float = 1.0  # seconds between the watchdog's health checks
+    gpu_fault_check: Optional[Callable[[], Optional[str]]] = None  # a GPU fault as one line, else None
+    log_tail: Optional[LogTail] = None  # where the engine process's own error lands when a start fails
+    on_fatal: Optional[Callable[[str], None]] = None  # called once when the first start fails for good
+    launched_at: Optional[float] = None  # the process's launch (None: now); every "N s" shown counts from it
+    before_ready: Callable[[], None] = lambda: None  # blocks until what chats need besides the engine is loaded
+
+
 class EngineHost:
     """Owns one engine at a time: start, warm up, health, restart with backoff, shutdown."""
 
-    def __init__(self, model_path_provider: Callable[[Callable[[str], None]], str], plan: EnginePlan,
-                 metrics: AppMetrics, max_concurrent: int, engine_factory: EngineFactory,
-                 max_restarts: Optional[int] = 5, start_timeout: float = 600.0, health_interval: float = 1.0,
-                 gpu_fault_check: Optional[Callable[[], Optional[str]]] = None,
-                 log_tail: Optional[LogTail] = None, on_fatal: Optional[Callable[[str], None]] = None,
-                 launched_at: Optional[float] = None, before_ready: Callable[[], None] = lambda: None) -> None:
-        self._model_path_provider = model_path_provider
-        self.plan = plan
-        self.metrics = metrics
-        self.gate = FairGate(max_concurrent)
+    def __init__(self, options: EngineHostOptions) -> None:
+        self.options = options
+        self.plan = options.plan  # the plan that runs: after an out-of-memory retry, the smaller one
+        self.metrics = options.metrics
+        self.gate = FairGate(options.max_concurrent)
         self.status = EngineStatus()
-        metrics.set_engine_state(self.status.state)
-        self.max_restarts = max_restarts
-        self.start_timeout = start_timeout
-        self._factory = engine_factory
-        self._health_interval = health_interval
-        self._gpu_fault_check = gpu_fault_check
-        self._log_tail = log_tail  # where the engine process's own error lands when a start fails
+        self.metrics.set_engine_state(self.status.state)
         self._slot: Optional[EngineSlot] = None  # the engine new requests go to
         self._retiring: list[EngineSlot] = []  # replaced engines finishing their answers
         self._speed_up_task: Optional[asyncio.Task] = None
         self._tasks: list[asyncio.Task] = []
         self._listeners: list[Callable[[EngineStatus], None]] = []
         self._model_path: Optional[str] = None
-        self.launched_at = launched_at or time.time()
+        self.launched_at = options.launched_at or time.time()
         self.status.start_began_at = self.launched_at
         self._ready_event: Optional[asyncio.Event] = None
         self._closing = False
-        self._on_fatal = on_fatal  # called once when the first start fails for good
-        self._before_ready = before_ready  # blocks until what chats need besides the engine is loaded (tokenizer)
 
     # ----- state -------------------------------------------------------------------------------------
     def add_listener(self, callback: Callable[[EngineStatus], None]) -> None:
@@ -246,12 +194,12 @@ class EngineHost:
 
     async def _first_start(self) -> None:
         try:
-            self._set(EngineState.LOADING, "finding the model", StartStep.MODEL)
+            self._set(EngineState.LOADING, Phrase("detail_finding_model"), StartStep.MODEL)
 
             def progress(detail: str, step: StartStep = StartStep.MODEL) -> None:
                 self._set(EngineState.LOADING, detail, step)
 
-            self._model_path = await asyncio.to_thread(self._model_path_provider, progress)
+            self._model_path = await asyncio.to_thread(self.options.model_path_provider, progress)
             if self.plan.starter is None:
                 self.plan = await self._start_with_retry(self.plan)
             else:  # its plan is not kept: a restart starts the full-speed engine directly
@@ -270,8 +218,8 @@ class EngineHost:
             self.status.last_error = line
             self._set(EngineState.FAILED, line)
             log.error("engine failed to start: %s", line, extra=FILE_ONLY)  # the launcher prints it once
-            if self._on_fatal:
-                self._on_fatal(line)
+            if self.options.on_fatal:
+                self.options.on_fatal(line)
             return
         self.status.ready_seconds = round(time.time() - self.launched_at, 2)
         self._tasks.append(asyncio.create_task(self._watchdog(), name="engine-watchdog"))
@@ -279,10 +227,10 @@ class EngineHost:
     async def _start_with_retry(self, plan: EnginePlan) -> EnginePlan:
         """Start; after an out-of-memory start, try once more with half the KV cache, then give up.
         Returns the plan that started."""
-        tried, detail = [], "loading the model into the engine"
+        tried, detail = [], Phrase("detail_loading_engine")
         while True:
             tried.append(f"{_kv_text(plan)}, max_model_len {plan.engine_args.get('max_model_len', 'auto')}")
-            mark = self._log_tail.mark() if self._log_tail else 0
+            mark = self.options.log_tail.mark() if self.options.log_tail else 0
             try:
                 await self._start_once(plan, detail)
                 return plan
@@ -302,32 +250,34 @@ class EngineHost:
                 log.warning("out of memory at start; retrying with a smaller KV cache")
                 plan = smaller
                 # Say so where the user looks (/readyz, the status panel, the bar), not only in the log.
-                detail = f"out of memory; retrying with a smaller KV cache ({_kv_text(plan)})"
+                detail = Phrase("detail_out_of_memory_retry", kv=_kv_text(plan))
 
     async def _root_cause(self, mark: int) -> Optional[str]:
         """The engine process's own error line from the log (the exception here only says "see above")."""
-        if self._log_tail is None:
+        tail = self.options.log_tail
+        if tail is None:
             return None
         for _ in range(10):  # the engine process may still be writing its traceback
-            cause = self._log_tail.root_cause_since(mark)
+            cause = tail.root_cause_since(mark)
             if cause:
                 return cause
             await asyncio.sleep(0.2)
         return None
 
-    async def _start_once(self, plan: EnginePlan, detail: str = "loading the model into the engine") -> None:
+    async def _start_once(self, plan: EnginePlan, detail: Optional[str] = None) -> None:
         state = EngineState.RESTARTING if self.status.state is EngineState.RESTARTING else EngineState.LOADING
-        self._set(state, detail, StartStep.ENGINE)
+        self._set(state, detail or Phrase("detail_loading_engine"), StartStep.ENGINE)
         started = time.time()
 
         def warming() -> None:
-            self._set(EngineState.WARMING, f"engine up in {time.time() - started:.1f}s; first request",
+            self._set(EngineState.WARMING, Phrase("detail_engine_up", seconds=time.time() - started),
                       StartStep.WARMUP)
 
         self._slot = await self._build(plan, "vllm-engine-loop", warming)
-        await asyncio.to_thread(self._before_ready)
+        await asyncio.to_thread(self.options.before_ready)
         # Counted as the user counted: from the launch (or from the restart's beginning).
-        self._set(EngineState.READY, f"ready in {time.time() - self.status.start_began_at:.1f}s")
+        self.status.ready_took = time.time() - self.status.start_began_at
+        self._set(EngineState.READY, Phrase("ready_took", seconds=self.status.ready_took))
         log.info(READY_MARKER)
         assert self._ready_event is not None
         self._ready_event.set()
@@ -340,14 +290,14 @@ class EngineHost:
         model_path, thread, abandoned = self._model_path, LoopThread(thread_name), threading.Event()
 
         async def build() -> Optional[Engine]:
-            engine = self._factory(model_path, plan)
+            engine = self.options.engine_factory(model_path, plan)
             if abandoned.is_set():  # nobody waits for it any more (timeout, shutdown): leave nothing running
                 engine.shutdown()
                 return None
             return engine
 
         try:
-            engine = await asyncio.wait_for(thread.call(build()), self.start_timeout)
+            engine = await asyncio.wait_for(thread.call(build()), self.options.start_timeout)
         except BaseException:
             abandoned.set()
             thread.stop_when_idle()
@@ -365,7 +315,7 @@ class EngineHost:
         """Build the full-speed engine beside the starting one; when both are up, new requests go to the full
         one, the answers in flight finish on the starting engine, and that one is shut down after its last."""
         log.info("building the full-speed engine beside the starting one")
-        mark = self._log_tail.mark() if self._log_tail else 0
+        mark = self.options.log_tail.mark() if self.options.log_tail else 0
         try:
             slot = await self._build(self.plan, "vllm-engine-loop-full")
         except asyncio.CancelledError:
@@ -421,11 +371,11 @@ class EngineHost:
         round for /v1 clients that send a seed. The CPU build has no Triton (vLLM samples with plain torch
         there): that first round is all it needs.
         """
-        sampled = {"max_tokens": 2, "temperature": 0.8, "top_p": 0.8}
+        sampled = Sampling(temperature=0.8, top_p=0.8, max_tokens=2)
         plan = slot.plan
         most = int(plan.engine_args.get("max_num_seqs") or 1) if plan.device != "cpu" else 1
         for batch in [1] + [n for n in WARMUP_BATCHES if n <= most]:
-            rounds = [sampled] * batch + ([{**sampled, "seed": 0}] if batch == 1 else [])
+            rounds = [sampled] * batch + ([replace(sampled, seed=0)] if batch == 1 else [])
             await asyncio.gather(*(self._drain(self._raw_stream([1, 2, 3, 4], params,
                                                                 f"warmup-{uuid.uuid4().hex[:8]}", slot))
                                    for params in rounds))
@@ -439,7 +389,7 @@ class EngineHost:
         """Notice a dead engine (or a GPU fault) and restart it with backoff; never pkill."""
         failures = 0
         while not self._closing:
-            await asyncio.sleep(self._health_interval)
+            await asyncio.sleep(self.options.health_interval)
             if self.status.state is not EngineState.READY:
                 continue
             reason = await self.health_problem()
@@ -458,8 +408,8 @@ class EngineHost:
         dead = engine.dead_reason()
         if dead:
             return dead
-        if self._gpu_fault_check:
-            fault = await asyncio.to_thread(self._gpu_fault_check)
+        if self.options.gpu_fault_check:
+            fault = await asyncio.to_thread(self.options.gpu_fault_check)
             if fault:
                 return fault
         try:
@@ -489,8 +439,9 @@ class EngineHost:
         await self._stop_engine()
         attempt = 0
         while not self._closing:
-            if self.max_restarts is not None and self.status.restarts >= self.max_restarts:
-                self._set(EngineState.FAILED, f"{reason}; gave up after {self.status.restarts} restarts")
+            limit = self.options.max_restarts
+            if limit is not None and self.status.restarts >= limit:
+                self._set(EngineState.FAILED, Phrase("detail_gave_up", reason=reason, restarts=self.status.restarts))
                 return
             self.status.restarts += 1
             await asyncio.sleep(min(30.0, 2.0 ** (attempt + failures) - 1))  # 0 s, 1 s, 3 s, 7 s ...
@@ -504,7 +455,7 @@ class EngineHost:
                 self.status.last_error = one_line(err)
                 log.error("engine restart failed: %s", self.status.last_error)
                 await self._stop_engine()
-                self._set(EngineState.RESTARTING, f"retrying after: {self.status.last_error}")
+                self._set(EngineState.RESTARTING, Phrase("detail_retrying_after", error=self.status.last_error))
 
     async def _stop_engine(self) -> None:
         slot, self._slot = self._slot, None
@@ -532,7 +483,7 @@ class EngineHost:
         self._set(EngineState.STOPPED)
 
     # ----- requests ----------------------------------------------------------------------------------
-    async def stream(self, prompt_token_ids: list[int], sampling: dict[str, Any],
+    async def stream(self, prompt_token_ids: list[int], sampling: Sampling,
                      on_queued: Optional[PositionCallback] = None,
                      request_id: Optional[str] = None) -> AsyncIterator[Delta]:
         """Stream an answer. Waits in the fair queue first; cancelling (stop) aborts the engine request."""
@@ -572,7 +523,7 @@ class EngineHost:
             self.metrics.tokens_per_second.observe((tokens - 1) / (time.perf_counter() - first))
         self.metrics.generated_tokens.inc(tokens)
 
-    async def _raw_stream(self, token_ids: list[int], sampling: dict[str, Any], request_id: str,
+    async def _raw_stream(self, token_ids: list[int], sampling: Sampling, request_id: str,
                           slot: Optional[EngineSlot] = None) -> AsyncIterator[Delta]:
         """Run the engine's generate on the engine loop and hand its Deltas over to this loop. The answer
         stays on the engine it began on, even when a full-speed engine takes over meanwhile."""
@@ -588,7 +539,7 @@ class EngineHost:
         finally:
             slot.in_flight -= 1
 
-    async def _stream_on(self, slot: EngineSlot, token_ids: list[int], sampling: dict[str, Any],
+    async def _stream_on(self, slot: EngineSlot, token_ids: list[int], sampling: Sampling,
                          request_id: str) -> AsyncIterator[Delta]:
         engine, thread = slot.engine, slot.thread
         here = asyncio.get_running_loop()

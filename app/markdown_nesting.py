@@ -1,6 +1,6 @@
 """Keep Markdown nesting within what Chainlit's page can render.
 
-Issue 16: a message of 10,000 ``>`` (or ``"- " * 3000 + "x"``) replaced the chat view with "Maximum call
+A message of 10,000 ``>`` (or ``"- " * 3000 + "x"``) replaced the chat view with "Maximum call
 stack size exceeded" and removed the input box: the page renders nested blocks recursively. In Chromium
 (2026-12-03, Chainlit 2.12) 1,000 nested quotes still rendered and 3,000 did not; no real text nests
 more than a few levels, so ``MAX_DEPTH`` (32) leaves a wide margin both ways.

@@ -1,0 +1,178 @@
+"""Every use of Chainlit's private parts, behind one door: upgrading Chainlit touches this file and its test
+(tests/unit/test_chainlit_internals.py pins each one).
+
+Public Chainlit (``import chainlit as cl``, its decorators, ``mount_chainlit``, ``BaseDataLayer``) is used
+where it is needed; what Chainlit does not offer publicly is here, each with why we need it.
+
+Chainlit's lazy package ``__getattr__`` also lives here (``make_module_getattrs_pickle_safe``): on a GPU vLLM
+forks its engine-core process, which inherits every module this app imported. torch inductor builds its
+compile-cache key by pickling, and for an object without ``__module__`` pickle's ``whichmodule`` looks the
+name up in every module of ``sys.modules``, expecting AttributeError for a missing one. Chainlit's lazy
+``__getattr__`` (``chainlit/utils.py`` ``make_module_getattr``) raises KeyError, which stops that scan, and
+the compiled engine never starts. Reproduce with
+``python -c "import chainlit, pickle; X = type('X', (), {}); X.__module__ = None; pickle.whichmodule(X, 'torch')"``
+(``KeyError: 'torch'``). When that prints ``__main__`` instead, Chainlit is fixed and the wrapper can go;
+until then every loaded module's hook is wrapped, Chainlit's and any other's, just before the engine starts.
+"""
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, Optional
+
+if TYPE_CHECKING:
+    from starlette.requests import Request
+    from starlette.responses import Response
+
+_WRAPPED = "__ernie_chat_pickle_safe__"  # marks a wrapper, so a second call leaves it as it is
+
+
+def _attribute_error_only(module_name: str, lookup: Callable[[str], Any]) -> Callable[[str], Any]:
+    def __getattr__(name: str) -> Any:
+        try:
+            return lookup(name)
+        except AttributeError:
+            raise
+        except Exception as err:  # the cause stays attached: a real import failure is still readable
+            raise AttributeError(f"module {module_name!r} has no attribute {name!r} "
+                                 f"(its __getattr__ raised {type(err).__name__}: {err})") from err
+
+    setattr(__getattr__, _WRAPPED, True)
+    return __getattr__
+
+
+def make_module_getattrs_pickle_safe() -> list[str]:
+    """Wrap the ``__getattr__`` of every module loaded now; returns the names of the modules changed."""
+    changed = []
+    for name, module in list(sys.modules.items()):
+        if not isinstance(module, ModuleType):
+            continue
+        lookup = vars(module).get("__getattr__")
+        if callable(lookup) and not getattr(lookup, _WRAPPED, False):
+            module.__getattr__ = _attribute_error_only(name, lookup)
+            changed.append(name)
+    return changed
+
+
+# ----- the login token (Chainlit's JWT in a cookie it may split into chunks) -------------------------------
+def auth_cookie_name() -> str:
+    """Chainlit's login cookie (CHAINLIT_AUTH_COOKIE_NAME); a long token is split into <name>_0, <name>_1, ..."""
+    from chainlit.auth.cookie import _auth_cookie_name
+
+    return _auth_cookie_name
+
+
+def login_token(cookies: dict[str, str]) -> Optional[str]:
+    """The login token from a request's cookies, whole or from its chunks, as Chainlit reads it."""
+    from chainlit.auth import get_token_from_cookies
+
+    return get_token_from_cookies(cookies)
+
+
+def logged_in_identifier(token: str) -> Optional[str]:
+    """The user a login token was signed for; None when it is not valid (expired, forged, signed before a
+    restart: the signing secret is made per start)."""
+    from chainlit.auth.jwt import decode_jwt
+
+    try:
+        return decode_jwt(token).identifier
+    except Exception:
+        return None
+
+
+def issue_login(request: Request, response: Response, identifier: str, metadata: dict[str, Any]) -> None:
+    """Log the browser in: a signed token for this user in Chainlit's cookie (the local user's page)."""
+    import chainlit as cl
+    from chainlit.auth import create_jwt, set_auth_cookie
+
+    set_auth_cookie(request, response, create_jwt(cl.User(identifier=identifier, metadata=metadata)))
+
+
+def set_login_lifetime(seconds: int) -> None:
+    """Chainlit signs its login token and sets its cookie for ``user_session_timeout`` seconds (default 15 days),
+    read from .chainlit/config.toml at import; --login-lifetime sets it for this run."""
+    from chainlit.config import config
+
+    config.project.user_session_timeout = seconds
+
+
+def set_upload_limits(max_size_mb: int, max_files: int) -> None:
+    """The page reads its upload limits from ``config.features.spontaneous_file_upload`` (loaded from
+    .chainlit/config.toml at import) and refuses a larger file or one file too many before sending it."""
+    from chainlit.config import SpontaneousFileUploadFeature, config
+
+    feature = config.features.spontaneous_file_upload or SpontaneousFileUploadFeature(enabled=True)
+    feature.max_size_mb = max_size_mb
+    feature.max_files = max_files
+    config.features.spontaneous_file_upload = feature
+
+
+def name_the_page(title: str, description: str, welcome_folder: Path) -> None:
+    """Chainlit writes the page's <title> and description from ``config.ui`` (read from .chainlit/config.toml at
+    import, so it cannot know the model) on each page load, and reads the welcome text from
+    ``chainlit[_<language>].md`` in ``config.root`` on each /project/settings; point both at the running model."""
+    from chainlit.config import config
+
+    config.ui.name = title
+    config.ui.description = description
+    config.root = str(welcome_folder)
+
+
+# ----- sessions, files, chat contexts ---------------------------------------------------------------------
+def use_files_directory(folder: Path) -> None:
+    """Chainlit keeps per-chat files (uploads, our status panel's text) under <project>/.files, created once at
+    import and deleted whole when any Chainlit server stops; each session reads the folder from
+    ``chainlit.config`` and Chainlit's own lifespan (not run here) from ``chainlit.server``."""
+    import chainlit.config
+    import chainlit.server
+
+    chainlit.config.FILES_DIRECTORY = folder
+    chainlit.server.FILES_DIRECTORY = folder
+
+
+def forget_chat_contexts_of_closed_sessions() -> int:
+    """Chainlit keeps every chat's messages in a module-level dict (``chat_contexts``) and never removes them,
+    even after it deletes the session; drop those whose session is gone. Returns how many were dropped."""
+    from chainlit.chat_context import chat_contexts
+    from chainlit.session import ws_sessions_id
+
+    gone = [session_id for session_id in list(chat_contexts) if session_id not in ws_sessions_id]
+    for session_id in gone:
+        chat_contexts.pop(session_id, None)
+    return len(gone)
+
+
+def make_stoppable(task: Any) -> None:
+    """Make ``task`` the one the page's Stop cancels: Chainlit registers only the task of a new message, not
+    that of an edit or an action."""
+    import chainlit as cl
+
+    cl.context.session.current_task = task
+
+
+async def save_session_now() -> None:
+    """Save this chat's session (its settings panel's values among it) with the chat now: Chainlit saves it only
+    when the page goes away, so a crash lost settings changed since."""
+    import chainlit as cl
+    from chainlit.data import get_data_layer
+
+    session = cl.context.session
+    data_layer = get_data_layer()
+    if data_layer is not None and session.has_first_interaction:
+        await data_layer.update_thread(session.thread_id, metadata=session.to_persistable())
+
+
+CHAINLIT_STOP_TEXT = "Task manually stopped."  # chainlit/socket.py stop(): sent as a message of its own
+
+
+async def remove_chainlits_stop_message() -> None:
+    """Chainlit answers Stop with a separate "Task manually stopped." message (kept in the history too); the app
+    marks the stopped answer itself instead, so that message goes."""
+    import chainlit as cl
+
+    for message in reversed(cl.chat_context.get()):
+        if message.content == CHAINLIT_STOP_TEXT:
+            await message.remove()
+            return

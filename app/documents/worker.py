@@ -1,0 +1,95 @@
+"""Extraction in a short-lived process of its own: a hostile file can neither hang the app nor bloat it.
+
+The app runs ``python -m app.documents.worker`` per file (``read_in_worker``), sends the request as JSON on stdin and
+reads one JSON answer on stdout. The child caps its own address space (resource.RLIMIT_AS) and CPU time before it
+touches the file; the parent kills it at the wall-clock limit. Either way the chat gets one line.
+"""
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+from app.documents.limits import EXTRACT_MEMORY_BYTES, EXTRACT_SECONDS, MIB, Kind
+from app.errors import DocumentRefused
+
+log = logging.getLogger("ernie_chat.documents")
+ROOT = Path(__file__).resolve().parents[2]
+# Workers at once, whatever the number of chats and tabs: each may take a core and EXTRACT_MEMORY_BYTES, beside
+# the engine.
+MAX_WORKERS = max(1, (os.cpu_count() or 2) // 2)
+_WORKER_SLOTS = asyncio.Semaphore(MAX_WORKERS)  # binds to the loop that first waits on it: the app's
+
+
+async def read_in_worker(path: Path, name: str, kind: Kind, max_chars: int, seconds: float = EXTRACT_SECONDS,
+                         memory_bytes: int = EXTRACT_MEMORY_BYTES) -> dict[str, Any]:
+    """The file's text as ``{"text", "page_starts", "truncated"}``; raises DocumentRefused."""
+    async with _WORKER_SLOTS:
+        return await _read(path, name, kind, max_chars, seconds, memory_bytes)
+
+
+async def _read(path: Path, name: str, kind: Kind, max_chars: int, seconds: float,
+                memory_bytes: int) -> dict[str, Any]:
+    request = json.dumps({"path": str(path), "name": name, "kind": kind.value, "max_chars": max_chars,
+                          "memory_bytes": memory_bytes, "seconds": seconds}).encode()
+    child = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "app.documents.worker", cwd=ROOT, stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, start_new_session=True)
+    try:
+        out, err = await asyncio.wait_for(child.communicate(request), seconds)
+    except asyncio.TimeoutError:
+        raise DocumentRefused("too_slow", name, seconds=int(seconds)) from None
+    finally:
+        if child.returncode is None:  # its whole process group: whatever a parser may have started goes too
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(child.pid, signal.SIGKILL)
+            await child.wait()
+    try:
+        answer = json.loads(out)
+    except ValueError:
+        # No answer: the worker died outside the parser's errors (main() answers those): the memory cap hit while
+        # importing or inside C code, or the CPU-time cap. Only the exit status is logged, never the file's text.
+        log.warning("reading %s failed: worker exit %s, %d bytes on stderr", name, child.returncode, len(err))
+        raise DocumentRefused("too_much_memory", name, limit=memory_bytes // MIB) from None
+    if "refused" in answer:
+        refused = answer["refused"]
+        raise DocumentRefused(refused["reason"], name, **refused["values"])
+    return answer["ok"]
+
+
+def _cap_resources(memory_bytes: int, seconds: float) -> None:
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_AS, (memory_bytes, memory_bytes))
+    cpu = int(seconds) + 1
+    resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu))
+
+
+def main() -> int:
+    request = json.loads(sys.stdin.buffer.read())
+    _cap_resources(request["memory_bytes"], request["seconds"])
+    from app.documents.extract import extract  # a failure here (the cap too small to import) is a crash: see above
+
+    try:
+        found = extract(Path(request["path"]), request["name"], Kind(request["kind"]), request["max_chars"])
+        answer: dict[str, Any] = {"ok": {"text": found.text, "page_starts": found.page_starts,
+                                         "truncated": found.truncated}}
+    except DocumentRefused as refused:
+        answer = {"refused": {"reason": refused.reason, "values": refused.values}}
+    except MemoryError:
+        answer = {"refused": {"reason": "too_much_memory", "values": {"limit": request["memory_bytes"] // MIB}}}
+    except Exception as err:  # noqa: BLE001 - any other parser failure is a file that cannot be read, said in one line
+        answer = {"refused": {"reason": "corrupt", "values": {"kind": request["kind"].upper(),
+                                                              "detail": type(err).__name__}}}
+    sys.stdout.buffer.write(json.dumps(answer, ensure_ascii=False).encode())  # UTF-8 whatever the locale
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

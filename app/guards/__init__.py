@@ -1,0 +1,32 @@
+"""Every check a request passes before the app sees it, in one package; the order is kept here.
+
+- web.py: Host, Origin, body size, /v1 content type, CSP (outermost: refuses before anything reads the body);
+- login.py: login rate limit, logout, logins of removed users; identity.py: who may log in, as whom;
+- api_token.py: the Bearer token of /metrics and /v1; local_user.py: the local user's login on loopback;
+- ownership.py: feedback only on one's own chats (Chainlit checks the other routes itself);
+- requests.py: the path, the Bearer token and the one error body every guard uses.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from app import telemetry
+from app.documents.limits import upload_body_bytes
+from app.guards import api_token, local_user, login, ownership, web
+from app.guards.identity import LoginMode
+
+
+def install_guards(app, runtime: Any) -> None:
+    """Add them to the FastAPI app (``runtime`` is app.runtime.Runtime): the last one added runs first."""
+    server_settings = runtime.settings.server
+    if runtime.login.mode is LoginMode.LOCAL and runtime.history is not None:  # the sidebar needs a login
+        app.add_middleware(local_user.LocalUserCookie, identity=runtime.login.local_identity())
+    app.add_middleware(ownership.FeedbackOwnerCheck, history=lambda: runtime.history,
+                       root_path=server_settings.root_path)
+    app.add_middleware(api_token.ApiTokenCheck, token=server_settings.auth_token,
+                       root_path=server_settings.root_path)
+    login.install(app, runtime.login, server_settings)
+    # Host/Origin/size checks refuse before the login rules or the app see anything.
+    web.install(app, server_settings, upload_body_bytes(runtime.settings.chat.max_upload_mb))
+    # Outermost: every exception any of them lets out is written to the log file.
+    app.add_middleware(telemetry.ErrorLogMiddleware)

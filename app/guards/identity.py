@@ -1,0 +1,113 @@
+"""Who may log in to the UI, and as whom; decided once at start from the settings and the users file.
+
+- accounts: ``launch.py users add`` made at least one user; each logs in with their own name and secret.
+- token: no users, ``--auth-token`` set: one person. Any name with the token logs in as the same single
+  user, so a name can never be claimed by whoever else holds the token (docs/security.md, "Claimed names").
+- local: loopback, no users, no token: the person at this machine, logged in without a login page.
+- open: another address with --insecure-no-auth and no users: nobody is told apart, so no history.
+"""
+from __future__ import annotations
+
+import asyncio
+import hmac
+import logging
+import secrets
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any, Optional
+
+from pydantic import SecretStr
+
+from app.accounts import Accounts
+from app.errors import AccountError
+
+log = logging.getLogger("ernie_chat.login")
+LOCAL_USER = "local"  # the single person of the token and local modes; their chats are kept under this name
+
+
+def chat_owners(settings: Any) -> list[str]:
+    """The names chats can be kept under here, each one whose sidebar shows them: every account's when users
+    exist, else the one local user's (loopback and --auth-token log in as it). ``settings``: AppSettings."""
+    accounts = Accounts.of(settings.history).all()
+    return sorted(accounts) if accounts else [LOCAL_USER]
+
+
+class LoginMode(str, Enum):
+    ACCOUNTS = "accounts"
+    TOKEN = "token"
+    LOCAL = "local"
+    OPEN = "open"
+
+
+@dataclass(frozen=True)
+class Identity:
+    """A logged-in person: the name their chats are kept under, and what their login token carries."""
+
+    name: str
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class LoginPolicy:
+    mode: LoginMode
+    accounts: Optional[Accounts] = None
+    token: Optional[SecretStr] = None
+
+    @classmethod
+    def from_settings(cls, settings: Any) -> LoginPolicy:
+        """``settings`` is app.settings.AppSettings. Raises AccountError (one line) for an unreadable users
+        file, before anything starts."""
+        server = settings.server
+        accounts = Accounts.of(settings.history)
+        if accounts.all():
+            return cls(LoginMode.ACCOUNTS, accounts, server.auth_token)
+        if server.auth_token is not None:
+            return cls(LoginMode.TOKEN, token=server.auth_token)
+        return cls(LoginMode.LOCAL if server.is_loopback else LoginMode.OPEN)
+
+    @property
+    def has_login_page(self) -> bool:
+        return self.mode in (LoginMode.ACCOUNTS, LoginMode.TOKEN)
+
+    @property
+    def tells_users_apart(self) -> bool:
+        """Whether chats can be kept per person: never when anyone who reaches the port is the same user."""
+        return self.mode is not LoginMode.OPEN
+
+    def local_identity(self) -> Identity:
+        return Identity(LOCAL_USER, {"provider": LoginMode.LOCAL.value})
+
+    async def check(self, name: str, secret: str) -> Optional[Identity]:
+        """The identity a login form's name and secret prove, or None. Each login carries a fresh nonce:
+        Chainlit's token holds only the user and the second it was made, so two logins in one second were
+        the same token, and logging one out ended both."""
+        nonce = secrets.token_hex(8)
+        if self.mode is LoginMode.TOKEN and self.token is not None:
+            if hmac.compare_digest(secret.encode(), self.token.get_secret_value().encode()):
+                return Identity(LOCAL_USER, {"provider": LoginMode.TOKEN.value, "login": nonce})
+            return None
+        if self.mode is LoginMode.ACCOUNTS and self.accounts is not None:
+            try:
+                account = await asyncio.to_thread(self.accounts.check, name, secret)  # ~0.1 s of hashing
+            except AccountError as err:
+                log.error("nobody can log in: %s", err)
+                return None
+            if account is None:
+                return None
+            return Identity(account.name, {"provider": LoginMode.ACCOUNTS.value, "stamp": account.stamp,
+                                           "login": nonce})
+        return None
+
+    def still_valid(self, claims: dict[str, Any]) -> bool:
+        """Whether a login token's claims (its signature is Chainlit's to check) may still be used: made in this
+        mode, and for an account, one that still exists with the secret it was made with."""
+        metadata = claims.get("metadata") or {}
+        if not isinstance(metadata, dict) or metadata.get("provider") != self.mode.value:
+            return False
+        if self.mode is not LoginMode.ACCOUNTS or self.accounts is None:
+            return True
+        try:
+            return self.accounts.stamp_of(str(claims.get("identifier", ""))) == metadata.get("stamp")
+        except AccountError as err:  # the file broke while running: nobody gets in until it is fixed
+            log.error("logins refused: %s", err)
+            return False

@@ -1,0 +1,152 @@
+"""Each private Chainlit part the app uses (app/chainlit_internals.py), pinned: a Chainlit upgrade that moves one
+fails here first. And: a module-level __getattr__ that raises something other than AttributeError breaks
+pickle's module scan, which torch.compile's cache key runs in the forked engine core: the wrapper makes every
+such hook pickle-safe."""
+import pickle
+import sys
+import types
+
+import pytest
+
+from app import chainlit_internals
+from app.chainlit_internals import make_module_getattrs_pickle_safe
+
+
+def module_less(name: str) -> type:
+    """An object pickle must find by scanning sys.modules (no __module__), as inductor's cache key meets."""
+    cls = type(name, (), {})
+    cls.__module__ = None
+    return cls
+
+
+@pytest.fixture
+def lazy_module(monkeypatch):
+    """A lazy package like Chainlit's: known names import on demand, unknown ones raise KeyError."""
+    module = types.ModuleType("lazy_pkg_for_test")
+    registry = {"answer": 42}
+    module.__getattr__ = lambda name: registry[name]
+    monkeypatch.setitem(sys.modules, module.__name__, module)
+    return module
+
+
+def test_a_lazy_getattr_raising_keyerror_breaks_the_scan_until_wrapped(lazy_module):
+    with pytest.raises(KeyError):
+        pickle.whichmodule(module_less("torch"), "torch")
+    assert "lazy_pkg_for_test" in make_module_getattrs_pickle_safe()
+    assert pickle.whichmodule(module_less("torch"), "torch") == "__main__"  # scanned every module, none has it
+
+
+def test_known_names_still_resolve_and_unknown_ones_say_why(lazy_module):
+    make_module_getattrs_pickle_safe()
+    assert lazy_module.answer == 42
+    with pytest.raises(AttributeError, match=r"'lazy_pkg_for_test' has no attribute 'missing' \(its __getattr__ "
+                                             r"raised KeyError") as caught:
+        lazy_module.missing  # noqa: B018
+    assert isinstance(caught.value.__cause__, KeyError)
+
+
+def test_a_second_call_wraps_nothing_again(lazy_module):
+    make_module_getattrs_pickle_safe()
+    hook = vars(lazy_module)["__getattr__"]
+    assert "lazy_pkg_for_test" not in make_module_getattrs_pickle_safe()
+    assert vars(lazy_module)["__getattr__"] is hook
+
+
+def test_chainlit_after_the_wrap_scans_cleanly_and_keeps_its_lazy_names():
+    import chainlit
+
+    make_module_getattrs_pickle_safe()
+    assert pickle.whichmodule(module_less("torch"), "torch") == "__main__"
+    assert chainlit.Message.__name__ == "Message"  # a lazy name, imported on first use
+
+
+def test_the_login_token_round_trip_through_chainlits_cookie(monkeypatch):
+    from starlette.requests import Request
+    from starlette.responses import Response
+
+    monkeypatch.setenv("CHAINLIT_AUTH_SECRET", "x" * 48)
+    assert chainlit_internals.auth_cookie_name() == "access_token"
+    request = Request({"type": "http", "method": "GET", "path": "/", "headers": [], "query_string": b""})
+    response = Response("page")
+    chainlit_internals.issue_login(request, response, "alice", {"provider": "accounts"})
+    cookie = response.headers["set-cookie"]
+    token = cookie.split("access_token=", 1)[1].split(";", 1)[0]
+    assert chainlit_internals.login_token({"access_token": token}) == token
+    half = len(token) // 2  # Chainlit's chunked form, for tokens over 3,000 characters
+    assert chainlit_internals.login_token({"access_token_0": token[:half], "access_token_1": token[half:]}) == token
+    assert chainlit_internals.logged_in_identifier(token) == "alice"
+    assert chainlit_internals.logged_in_identifier(token[:-2] + "xx") is None  # forged
+    monkeypatch.setenv("CHAINLIT_AUTH_SECRET", "y" * 48)
+    assert chainlit_internals.logged_in_identifier(token) is None  # signed before a restart
+
+
+def test_login_lifetime_and_files_folder_reach_chainlit(tmp_path):
+    import chainlit.config
+    import chainlit.server
+
+    before = chainlit.config.config.project.user_session_timeout
+    folder_before = chainlit.config.FILES_DIRECTORY
+    try:
+        chainlit_internals.set_login_lifetime(600)
+        assert chainlit.config.config.project.user_session_timeout == 600
+        chainlit_internals.use_files_directory(tmp_path)
+        assert tmp_path == chainlit.config.FILES_DIRECTORY and tmp_path == chainlit.server.FILES_DIRECTORY
+    finally:
+        chainlit_internals.set_login_lifetime(before)
+        chainlit_internals.use_files_directory(folder_before)
+
+
+def test_upload_limits_reach_the_page_settings_chainlit_sends():
+    import chainlit.config
+
+    features = chainlit.config.config.features
+    before = features.spontaneous_file_upload
+    kept = (before.max_size_mb, before.max_files) if before else None
+    try:
+        chainlit_internals.set_upload_limits(7, 3)
+        feature = features.spontaneous_file_upload
+        assert (feature.max_size_mb, feature.max_files) == (7, 3)
+        # /project/settings hands the page its features as they are in the config (Chainlit's own dump).
+        assert features.model_dump()["spontaneous_file_upload"]["max_size_mb"] == 7
+    finally:
+        if kept:
+            before.max_size_mb, before.max_files = kept
+        features.spontaneous_file_upload = before
+
+
+def test_closed_sessions_chat_contexts_are_dropped_and_open_ones_kept():
+    from chainlit.chat_context import chat_contexts
+    from chainlit.session import ws_sessions_id
+
+    chat_contexts["gone-session"] = ["a message"]
+    chat_contexts["open-session"] = ["another"]
+    ws_sessions_id["open-session"] = object()
+    try:
+        assert chainlit_internals.forget_chat_contexts_of_closed_sessions() >= 1
+        assert "gone-session" not in chat_contexts and chat_contexts["open-session"] == ["another"]
+    finally:
+        chat_contexts.pop("open-session", None)
+        ws_sessions_id.pop("open-session", None)
+
+
+def test_stop_cancels_the_task_set_on_the_session(monkeypatch):
+    import inspect
+
+    import chainlit as cl
+    import chainlit.socket
+
+    # Chainlit's Stop cancels exactly this attribute of the session
+    assert "current_task.cancel()" in inspect.getsource(chainlit.socket)
+    session = type("Session", (), {"current_task": None})()
+    monkeypatch.setattr(cl, "context", type("Context", (), {"session": session})())
+    marker = object()
+    chainlit_internals.make_stoppable(marker)
+    assert session.current_task is marker
+
+
+def test_chainlits_own_stop_message_is_the_text_the_app_removes():
+    import inspect
+
+    import chainlit.socket
+
+    assert f'Message(content="{chainlit_internals.CHAINLIT_STOP_TEXT}")' in inspect.getsource(chainlit.socket)
