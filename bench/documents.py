@@ -1,7 +1,7 @@
 """Attached documents (issue 23): extraction time of a 100-page PDF, and time to first token with a ~20,000-token
 document in the prompt, through the app's own code (the worker process, the <document> delimiter, EngineHost).
 
-    python -m bench.documents --out DIR [--model DIR] [--tokens 20000] [--pages 100]
+    python -m bench.documents --out DIR [--model DIR] [--tokens 20000] [--pages 100 | --pdf FILE]
 
 Without ``--model`` it builds the tiny random ERNIE of tests/tiny_model.py with a 32,768-token context (the
 CPU figure); on a GPU pass the real model (ERNIE-4.5-0.3B-PT reads 131,072 tokens). Writes DIR/documents.json and
@@ -109,6 +109,8 @@ def main() -> None:
     parser.add_argument("--out", required=True, type=Path)
     parser.add_argument("--tokens", type=int, default=20000)
     parser.add_argument("--pages", type=int, default=100)
+    parser.add_argument("--pdf", type=Path, help="time this PDF instead of writing one (fpdf2, a dev package, "
+                        "writes it: a GPU machine without the dev install reads one made elsewhere)")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     model = args.model
@@ -116,14 +118,14 @@ def main() -> None:
         from tests.tiny_model import build
 
         model = str(build(args.out / "tiny-32k", max_positions=32768))
-    pdf = make_pdf(args.out / f"{args.pages}-pages.pdf", args.pages)
+    pdf = args.pdf or make_pdf(args.out / f"{args.pages}-pages.pdf", args.pages)
     extraction = time_extraction(pdf)
     first_token = asyncio.run(time_first_token(model, args.tokens))
-    result = {"date": time.strftime("%Y-%m-%d"), "pages": args.pages, "extraction": extraction,
+    result = {"date": time.strftime("%Y-%m-%d"), "pdf": pdf.name, "extraction": extraction,
               "first_token": first_token}
     (args.out / "documents.json").write_text(json.dumps(result, indent=1))
     print(f"\n| measure | value |\n|---|---|\n"
-          f"| {args.pages}-page PDF ({extraction['bytes'] / 2**20:.1f} MB, {extraction['characters']:,} characters): "
+          f"| {pdf.name} ({extraction['bytes'] / 2**20:.1f} MB, {extraction['characters']:,} characters): "
           f"extraction in the worker process (spawn included) | {extraction['worker_s']:.2f} s |\n"
           f"| the same, in process (pypdf alone) | {extraction['in_process_s']:.2f} s |\n"
           f"| prompt of {first_token['prompt_tokens']:,} tokens (a document of ~{args.tokens:,}): building it "
