@@ -372,6 +372,20 @@ async def answer_over_socket(app, client: httpx.Client, thread_id: str, text: st
         await sio.disconnect()
 
 
+def history_states_until(app, final: str, deadline_s: float = 30) -> list[str]:
+    """/readyz's history state, read until it starts with ``final``: every distinct state seen, in order."""
+    seen: list[str] = []
+    deadline = time.monotonic() + deadline_s
+    while time.monotonic() < deadline:
+        state = app.readyz()[1]["history"]
+        if not seen or seen[-1].split()[0] != state.split()[0]:  # "waiting 4 s ...", "waiting 5 s ...": one state
+            seen.append(state)
+        if state.startswith(final):
+            return seen
+        time.sleep(0.2)
+    raise AssertionError(f"/readyz history never read {final!r}: {seen}")
+
+
 def start_until_settled(host, timeout: float = 30) -> None:
     """Start an EngineHost on an event loop of its own, wait until it is ready or has failed, shut it down."""
     from app.engine_status import EngineState

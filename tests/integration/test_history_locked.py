@@ -13,25 +13,11 @@ import uuid
 import httpx
 import pytest
 
-from tests.helpers import answer_over_socket, running_app
+from tests.helpers import answer_over_socket, history_states_until, running_app
 
 pytestmark = pytest.mark.timeout(600)
 LOCK_SECONDS = 90  # the most the lock is held: the test releases it once the writes failed and were told
 CHATS = 4
-
-
-def history_states_until(app, final: str, deadline_s: float = 30) -> list[str]:
-    """/readyz's history state, read until it starts with ``final``: every distinct state seen, in order."""
-    seen: list[str] = []
-    deadline = time.monotonic() + deadline_s
-    while time.monotonic() < deadline:
-        state = app.readyz()[1]["history"]
-        if not seen or seen[-1].split()[0] != state.split()[0]:  # "waiting 4 s ...", "waiting 5 s ...": one state
-            seen.append(state)
-        if state.startswith(final):
-            return seen
-        time.sleep(0.2)
-    raise AssertionError(f"/readyz history never read {final!r}: {seen}")
 
 
 def test_chats_answer_through_a_locked_database_and_nothing_is_lost(tiny_model_dir, tmp_path):
@@ -88,6 +74,6 @@ def test_chats_answer_through_a_locked_database_and_nothing_is_lost(tiny_model_d
                 # the question first, then its finished answer (with its stats line) and the page's notice
                 assert name == (f"question {i}",) and stored[0] == ("user_message", f"question {i}"), stored
                 assert [kind for kind, text in stored[1:] if "prompt" in text] == ["assistant_message"], stored
-        assert app.readyz()[1]["history"] == "saving"
+        history_states_until(app, "saving", 10)  # the last writes behind them land too
         assert "chat history is being saved again" in app.log_file.read_text()
         client.close()
