@@ -372,6 +372,17 @@ async def answer_over_socket(app, client: httpx.Client, thread_id: str, text: st
         await sio.disconnect()
 
 
+async def logged_in_user(layer, identifier: str):
+    """A user made as Chainlit makes one at login, and set as the current request's user (whom the data layer
+    checks and stamps on new chats)."""
+    from chainlit.context import init_http_context
+    from chainlit.user import User
+
+    user = await layer.create_user(User(identifier=identifier))
+    init_http_context(user=user)
+    return user
+
+
 def history_states_until(app, final: str, deadline_s: float = 30) -> list[str]:
     """/readyz's history state, read until it starts with ``final``: every distinct state seen, in order."""
     seen: list[str] = []

@@ -14,13 +14,12 @@ import time
 import uuid
 
 from chainlit.context import init_http_context
-from chainlit.user import User
 
 from app.accounts import Accounts
 from app.history import HistoryStore, prepare_database
 from app.history.database import DatabaseLocation
 from app.history.presets import PresetStore
-from tests.helpers import ROOT
+from tests.helpers import ROOT, logged_in_user
 
 
 def location_in(folder) -> DatabaseLocation:
@@ -42,8 +41,7 @@ async def make_chats(location: DatabaseLocation) -> list[str]:
     ids = []
     try:
         for who, words in (("alice", ["the weather in Paris", "sunny"]), ("bob", ["量子纠缠", "两个粒子"])):
-            user = await store.layer.create_user(User(identifier=who))
-            init_http_context(user=user)
+            user = await logged_in_user(store.layer, who)
             thread_id = str(uuid.uuid4())
             for n, text in enumerate(words):
                 kind = "user_message" if n % 2 == 0 else "assistant_message"
@@ -166,8 +164,7 @@ async def make_answered_chat(location: DatabaseLocation) -> str:
     await prepare_database(location)
     store = HistoryStore.open(location)
     try:
-        user = await store.layer.create_user(User(identifier="local"))
-        init_http_context(user=user)
+        user = await logged_in_user(store.layer, "local")
         thread_id = str(uuid.uuid4())
         for n in (1, 2):
             await store.layer.create_step({"id": str(uuid.uuid4()), "threadId": thread_id, "type": "user_message",

@@ -17,6 +17,7 @@ from app.history import HistoryStore, prepare_database
 from app.history.data_layer import STORE_BEFORE_ANSWER_TIMEOUT_S
 from app.history.database import DatabaseLocation
 from app.history.schema import SCHEMA_VERSION, elements, meta, steps, threads
+from tests.helpers import logged_in_user
 from tests.postgres import create_database, postgres_server
 
 
@@ -57,8 +58,7 @@ def message(thread_id: str, text: str, kind: str = "user_message", created: str 
 async def start_chat(store: HistoryStore, identifier: str, first: str) -> tuple[str, str]:
     """A chat as Chainlit makes one: the user, the first message, then the chat's name and owner."""
     layer = store.layer
-    user = await layer.create_user(User(identifier=identifier))
-    init_http_context(user=user)
+    user = await logged_in_user(layer, identifier)
     thread_id = str(uuid.uuid4())
     await layer.create_step(message(thread_id, first))
     await layer.update_thread(thread_id, name=first, user_id=user.id, metadata={"chat_settings": {"top_p": 0.5}})
@@ -231,8 +231,7 @@ def test_a_search_of_more_than_16_words_is_refused_in_one_line(location):
 
 def test_pages_through_chats_newest_first(location):
     async def body(store):
-        user = await store.layer.create_user(User(identifier="alice"))
-        init_http_context(user=user)
+        user = await logged_in_user(store.layer, "alice")
         ids = []
         for n in range(5):
             thread_id = f"t{n}"
@@ -340,8 +339,7 @@ def test_writes_a_database_refuses_are_counted_retried_and_land_in_order_once_it
     async def body(store):
         writer = store.layer.writer
         writer.on_error = lambda: errors.append(1)
-        user = await store.layer.create_user(User(identifier="alice"))
-        init_http_context(user=user)
+        user = await logged_in_user(store.layer, "alice")
         if location.sqlite_file:
             from sqlalchemy import event
 

@@ -10,12 +10,11 @@ import uuid
 from pathlib import Path
 
 import pytest
-from chainlit.context import init_http_context
-from chainlit.user import User
 
 from app.history import HistoryStore, locate, prepare_database
 from app.history.database import DB_FILE_NAME
 from app.settings import HistorySettings
+from tests.helpers import logged_in_user
 
 
 def mode(path: Path) -> int:
@@ -38,8 +37,7 @@ def write_a_chat_and_look(location) -> dict[str, int]:
         await prepare_database(location)
         store = HistoryStore.open(location)
         try:
-            user = await store.layer.create_user(User(identifier="alice"))
-            init_http_context(user=user)
+            user = await logged_in_user(store.layer, "alice")
             thread_id = str(uuid.uuid4())
             await store.layer.store_now({"id": str(uuid.uuid4()), "threadId": thread_id, "type": "user_message",
                                          "name": "User", "output": "a private question",
