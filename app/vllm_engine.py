@@ -5,6 +5,7 @@ SamplingParams and RequestOutput are translated here, so EngineHost, the UI and 
 """
 from __future__ import annotations
 
+import contextlib
 import inspect
 import os
 import threading
@@ -15,9 +16,11 @@ from app.chainlit_internals import make_module_getattrs_pickle_safe
 from app.engine_plan import ONE_PROCESS_EXECUTOR, EnginePlan
 from app.engine_protocol import Delta, EngineDied, Sampling
 from app.errors import one_line
+from app.fork_gate import ForkGate
 
 SERVED_MODEL_NAME = "ernie-chat"
 _IMPORT_LOCK = threading.Lock()
+ENGINE_FORKS = ForkGate()  # every engine build in this process passes it (app/fork_gate.py says why)
 SHUTDOWN_GRACE_SECONDS = 1.0  # then vLLM kills its engine processes (the app reaps what is left)
 
 
@@ -68,8 +71,20 @@ class VllmEngine:
             self._llm.shutdown()
 
 
+def forks_engine_core(plan: EnginePlan) -> bool:
+    """Whether vLLM forks its engine core from this process for the plan: on a GPU by default; its CPU platform
+    spawns (a fresh interpreter, no os.fork), as does any build the user set to spawn."""
+    return plan.device != "cpu" and os.environ.get("VLLM_WORKER_MULTIPROC_METHOD", "fork") == "fork"
+
+
 def create_vllm_engine(model_path: str, plan: EnginePlan) -> VllmEngine:
     """Build AsyncLLM for the plan. Runs on the engine thread (it blocks for the whole model load)."""
+    gate = ENGINE_FORKS.held_until_fork() if forks_engine_core(plan) else contextlib.nullcontext()
+    with gate:
+        return _create(model_path, plan)
+
+
+def _create(model_path: str, plan: EnginePlan) -> VllmEngine:
     # One machine: vLLM's processes talk over loopback, with no network lookup of our own address.
     os.environ.setdefault("VLLM_HOST_IP", "127.0.0.1")
     os.environ.update(plan.env)
