@@ -111,6 +111,10 @@ class EngineHostOptions:
     max_concurrent: int  # answers generated at once; the rest wait in the fair queue
     engine_factory: EngineFactory
     max_restarts: Optional[int] = 5  # None: never give up (a remote server comes back on its own schedule)
+    # Seconds before each further try of a full-speed engine that failed to start while the starting one answers
+    # (a cause that passes, such as a fork refused during a new machine's first launch, costs seconds, not the
+    # session's speed); after the last, the starting engine stays.
+    full_speed_retry_delays: tuple[float, ...] = (5.0, 20.0)
     start_timeout: float = 600.0  # seconds one engine build may take
     health_interval: float = 1.0  # seconds between the watchdog's health checks
     gpu_fault_check: Optional[Callable[[], Optional[str]]] = None  # a GPU fault as one line, else None
@@ -315,14 +319,8 @@ class EngineHost:
         """Build the full-speed engine beside the starting one; when both are up, new requests go to the full
         one, the answers in flight finish on the starting engine, and that one is shut down after its last."""
         log.info("building the full-speed engine beside the starting one")
-        mark = self.options.log_tail.mark() if self.options.log_tail else 0
-        try:
-            slot = await self._build(self.plan, "vllm-engine-loop-full")
-        except asyncio.CancelledError:
-            raise
-        except Exception as err:
-            log.exception("the full-speed engine did not start", extra=FILE_ONLY)
-            await self._keep_starting_engine(await self._root_cause(mark) or one_line(err))
+        slot = await self._build_full_speed()
+        if slot is None:
             return
         try:
             assert self._ready_event is not None
@@ -338,11 +336,39 @@ class EngineHost:
         if old is not None:
             await self._retire(old)
 
+    async def _build_full_speed(self) -> Optional[EngineSlot]:
+        """The full-speed engine, tried again after each failure while the starting engine answers; None when
+        every try failed (the starting engine then stays, and everyone is told why)."""
+        delays = self.options.full_speed_retry_delays
+        self.status.full_speed_tries = 1 + len(delays)
+        for attempt, delay in enumerate((0.0, *delays), start=1):
+            await asyncio.sleep(delay)
+            self.status.full_speed_try = attempt
+            mark = self.options.log_tail.mark() if self.options.log_tail else 0
+            try:
+                return await self._build(self.plan, "vllm-engine-loop-full")
+            except asyncio.CancelledError:
+                raise
+            except Exception as err:
+                log.exception("the full-speed engine did not start (try %d of %d)", attempt,
+                              self.status.full_speed_tries, extra=FILE_ONLY)
+                reason = await self._root_cause(mark) or one_line(err)
+                self.metrics.full_speed_failures.inc()
+                if attempt < self.status.full_speed_tries:
+                    self.status.speed, self.status.speed_reason = Speed.RETRYING, reason
+                    self.status.full_speed_try = attempt + 1
+                    log.warning("the full-speed engine did not start (%s); trying again in %.0f s (try %d of %d)",
+                                reason, delays[attempt - 1], attempt + 1, self.status.full_speed_tries)
+                    self._notify()
+                else:
+                    await self._keep_starting_engine(reason)
+        return None
+
     async def _keep_starting_engine(self, reason: str) -> None:
-        """The full-speed engine failed: answers stay on the eager engine, and everyone is told so and why."""
+        """The full-speed engine failed every try: answers stay on the eager engine, and everyone is told so and
+        why."""
         self.status.speed, self.status.speed_reason = Speed.STARTING_ONLY, reason
         self.status.last_error = reason
-        self.metrics.full_speed_failures.inc()
         log.error("answering with the starting engine (eager%s): %s; see the log",
                   starting_engine_cost("en", self.plan.device), reason)
         self._notify()

@@ -37,7 +37,8 @@ class Speed(str, Enum):
 
     STARTING = "starting"  # the eager engine answers; the full-speed one is being built
     FULL = "full"  # the full-speed engine answers
-    STARTING_ONLY = "starting_only"  # the full-speed engine failed to start; the eager one stays
+    RETRYING = "retrying"  # the full-speed engine failed to start and is tried again; the eager one answers
+    STARTING_ONLY = "starting_only"  # the full-speed engine failed every try; the eager one stays
 
 
 @dataclass
@@ -52,7 +53,9 @@ class EngineStatus:
     start_began_at: float = field(default_factory=time.time)  # the launch, or the restart's beginning
     speed: Optional[Speed] = None  # None: one engine, no switch planned
     full_speed_seconds: Optional[float] = None  # launch -> the full-speed engine took over
-    speed_reason: str = ""  # with STARTING_ONLY: why the full-speed engine did not start
+    speed_reason: str = ""  # with RETRYING or STARTING_ONLY: why the full-speed engine did not start
+    full_speed_try: int = 1  # which try of the full-speed engine's start runs (RETRYING), or ran last
+    full_speed_tries: int = 1  # how many tries it gets
 
     @property
     def starting(self) -> bool:
@@ -64,8 +67,9 @@ class EngineStatus:
                "ready_seconds": self.ready_seconds, "last_error": self.last_error}
         if self.speed is not None:
             out.update(speed=self.speed.value, full_speed_seconds=self.full_speed_seconds)
-        if self.speed is Speed.STARTING_ONLY:
-            out["speed_reason"] = self.speed_reason
+        if self.speed in (Speed.RETRYING, Speed.STARTING_ONLY):
+            out.update(speed_reason=self.speed_reason, full_speed_try=self.full_speed_try,
+                       full_speed_tries=self.full_speed_tries)
         if self.starting:
             out.update(step=int(self.step), steps=START_STEPS,
                        starting_seconds=round(time.time() - self.start_began_at, 1))

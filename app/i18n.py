@@ -61,6 +61,8 @@ STRINGS: dict[str, dict[str, str]] = {
         "detail_gave_up": "{reason}; gave up after {restarts} restarts",
         "speed_starting": "starting engine (eager) answers; full-speed engine being built, {seconds:.0f} s so far",
         "speed_full": "full speed (since {seconds:.0f} s after launch)",
+        "speed_retrying": "starting engine (eager{cost}) answers; the full-speed engine did not start ({reason}) "
+                          "and is being tried again, try {attempt} of {tries}",
         "history_damaged": "The chat history file was damaged, so a new, empty one was started. The old file is "
                            "kept, unchanged, as {path}.",
         "message_unreadable": "this message could not be read (its saved copy is damaged)",
@@ -176,6 +178,7 @@ STRINGS: dict[str, dict[str, str]] = {
         "detail_gave_up": "{reason}；重启 {restarts} 次后放弃",
         "speed_starting": "启动引擎（eager）正在应答；全速引擎构建中（已 {seconds:.0f} 秒）",
         "speed_full": "全速（启动后第 {seconds:.0f} 秒起）",
+        "speed_retrying": "启动引擎（eager{cost}）正在应答；全速引擎未能启动（{reason}），正在重试：第 {attempt}/{tries} 次",
         "history_damaged": "聊天记录文件已损坏，已新建一个空的聊天记录。旧文件原样保留为 {path}。",
         "message_unreadable": "此消息无法读取（其保存的副本已损坏）",
         "interrupted": "已中断：应用在此回答完成前停止",

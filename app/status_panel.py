@@ -54,7 +54,8 @@ def status_markdown(rt: Runtime, language: str) -> str:
         seconds = status.full_speed_seconds if status.full_speed_seconds is not None else (
             time.time() - status.start_began_at)
         speed = t(language, "speed_" + status.speed.value, seconds=seconds, reason=status.speed_reason,
-                  cost=starting_engine_cost(language, rt.plan.device))
+                  cost=starting_engine_cost(language, rt.plan.device), attempt=status.full_speed_try,
+                  tries=status.full_speed_tries)
         lines.append(f"**{t(language, 'panel_speed')}:** {speed}")
     if status.restarts:
         lines.append(f"**{t(language, 'panel_restarts')}:** {status.restarts}")

@@ -281,14 +281,15 @@ def test_a_full_speed_engine_that_fails_is_told_in_the_terminal_readyz_panel_and
 
     metrics = AppMetrics()
     host = EngineHost(EngineHostOptions(lambda progress: "/models/ernie", plan, metrics, max_concurrent=2,
-                                        engine_factory=factory, health_interval=60, log_tail=LogTail(log_file)))
+                                        engine_factory=factory, health_interval=60, log_tail=LogTail(log_file),
+                                        full_speed_retry_delays=(0.05, 0.05)))
 
     async def run():
         host.start_in_background()
         assert await host.wait_ready(30)
         deadline = time.time() + 30
         while host.status.speed is not Speed.STARTING_ONLY and time.time() < deadline:
-            await asyncio.sleep(0.05)
+            await asyncio.sleep(0.01)
         answer = [delta.text async for delta in host.stream([1, 2], Sampling(temperature=1.0, top_p=1.0, max_tokens=1))]
         await host.shutdown()
         return answer
@@ -299,7 +300,8 @@ def test_a_full_speed_engine_that_fails_is_told_in_the_terminal_readyz_panel_and
     assert terminal == ["answering with the starting engine (eager, about 5x slower): KeyError: 'torch'; see the log"]
     readyz = host.status.to_dict()
     assert readyz["speed"] == "starting_only" and readyz["speed_reason"] == "KeyError: 'torch'"
-    assert metrics.registry.get_sample_value("ernie_chat_full_speed_engine_failures_total") == 1
+    assert (readyz["full_speed_try"], readyz["full_speed_tries"]) == (3, 3)
+    assert metrics.registry.get_sample_value("ernie_chat_full_speed_engine_failures_total") == 3  # every try
     runtime = SimpleNamespace(host=host, plan=plan, gpu=None, gpu_memory=None, max_model_len=32768, history=None,
                               settings=SimpleNamespace(model=SimpleNamespace(model="baidu/ERNIE-4.5-0.3B-PT")))
     assert ("**Speed:** starting engine only (eager, about 5x slower): the full-speed engine did not start: "
@@ -339,3 +341,59 @@ def test_the_panel_says_how_long_the_start_took_in_the_pages_language():
                               settings=SimpleNamespace(model=SimpleNamespace(model="baidu/ERNIE-4.5-0.3B-PT")))
     assert "**Engine:** ready — ready in 18.7s" in status_markdown(runtime, "en-US")
     assert "**引擎:** 就绪 — 18.7 秒就绪" in status_markdown(runtime, "zh-CN")
+
+
+def test_a_full_speed_engine_that_fails_once_is_tried_again_while_the_starter_answers(tmp_path):
+    """Whatever made the full-speed engine's start fail (a fork refused on a new machine's first launch, issue 31),
+    it is tried again with backoff while the starting engine answers, and /readyz and the panel say so meanwhile;
+    the second try takes over at full speed."""
+    import dataclasses
+    import threading
+    from types import SimpleNamespace
+
+    from app.status_panel import status_markdown
+
+    starter_plan = dataclasses.replace(PLAN, engine_args={**PLAN.engine_args, "enforce_eager": True})
+    plan = dataclasses.replace(PLAN, starter=starter_plan)
+    full_tries, second_try_may_finish = [], threading.Event()
+
+    def factory(path, engine_plan):
+        if engine_plan is starter_plan:
+            return FakeEngine(engine_plan)
+        full_tries.append(time.time())
+        if len(full_tries) == 1:
+            raise RuntimeError("os.fork is unsafe while filelock is changing descriptor ownership")
+        second_try_may_finish.wait(30)
+        return FakeEngine(engine_plan)
+
+    host = EngineHost(EngineHostOptions(lambda progress: "/models/ernie", plan, AppMetrics(), max_concurrent=2,
+                                        engine_factory=factory, health_interval=60,
+                                        full_speed_retry_delays=(0.3, 5.0)))
+    runtime = SimpleNamespace(host=host, plan=plan, gpu=None, gpu_memory=None, max_model_len=32768, history=None,
+                              settings=SimpleNamespace(model=SimpleNamespace(model="baidu/ERNIE-4.5-0.3B-PT")))
+
+    async def run():
+        host.start_in_background()
+        assert await host.wait_ready(30)
+        deadline = time.time() + 30
+        while len(full_tries) < 2 and time.time() < deadline:
+            await asyncio.sleep(0.01)
+        seen = (host.status.to_dict(), status_markdown(runtime, "en-US"), status_markdown(runtime, "zh-CN"))
+        answer = [delta.text async for delta in host.stream([1, 2], Sampling(temperature=1.0, top_p=1.0, max_tokens=1))]
+        second_try_may_finish.set()
+        while host.status.speed is not Speed.FULL and time.time() < deadline:
+            await asyncio.sleep(0.01)
+        final = host.status.to_dict()
+        await host.shutdown()
+        return seen, answer, final
+
+    (readyz, english, chinese), answer, final = asyncio.run(run())
+    assert answer == ["ok"]  # the starting engine answered while the full-speed one was tried again
+    assert readyz["speed"] == "retrying" and readyz["speed_reason"].startswith("RuntimeError: os.fork is unsafe")
+    assert (readyz["full_speed_try"], readyz["full_speed_tries"]) == (2, 3)
+    assert full_tries[1] - full_tries[0] >= 0.3  # the backoff
+    assert "the full-speed engine did not start (RuntimeError: os.fork is unsafe while filelock is changing " \
+           "descriptor ownership) and is being tried again, try 2 of 3" in english
+    assert "全速引擎未能启动（RuntimeError: os.fork is unsafe while filelock is changing descriptor ownership），" \
+           "正在重试：第 2/3 次" in chinese
+    assert final["speed"] == "full" and "speed_reason" not in final and len(full_tries) == 2
