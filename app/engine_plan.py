@@ -85,5 +85,14 @@ class EnginePlan:
             "set_by_you": sorted(self.user_set),
             "starter": None if self.starter is None else {
                 "engine_args": dict(self.starter.engine_args),
+                "reasons": self.starter_differences(),
                 "planned_gib": round(self.starter.planned_bytes / GIB, 2)},
         }
+
+    def starter_differences(self) -> dict[str, str]:
+        """The starting engine's arguments that differ from this plan's, each with its reason."""
+        starter = self.starter
+        if starter is None:
+            return {}
+        return {name: starter.reasons.get(name, "") for name, value in starter.engine_args.items()
+                if self.engine_args.get(name) != value}

@@ -62,6 +62,12 @@ def print_plan(plan: EnginePlan, as_json: bool) -> None:
             print(f"  env {name}={value}\n      why: {plan.reasons[name]}")
     if "gpu" in plan.reasons:
         print(f"  gpu: {plan.reasons['gpu']}")
+    if "quick_start" in plan.reasons:
+        print(f"quick start: {plan.reasons['quick_start']}")
+    if plan.starter is not None:
+        print(f"  the starting engine ({plan.starter.planned_bytes / GIB:.2f} GiB) differs in:")
+        for name, why in plan.starter_differences().items():
+            print(f"  --{name.replace('_', '-')}={plan.starter.engine_args[name]}\n      why: {why}")
     for line in plan.warnings:
         print(f"warning: {line}")
 

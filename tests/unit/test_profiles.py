@@ -286,6 +286,11 @@ def test_gpu_plan_starts_an_eager_twin_first_when_both_fit():
     assert starter.engine_args["gpu_memory_utilization"] <= plan.engine_args["gpu_memory_utilization"]
     assert plan.reasons["quick_start"].startswith("on (auto)")
     assert json.loads(json.dumps(plan.to_dict()))["starter"]["engine_args"]["enforce_eager"] is True
+    # vLLM's eager level: no FlashInfer autotune for an engine that lives for seconds; said with its reason
+    assert starter.engine_args["optimization_level"] == 0 and "optimization_level" not in plan.engine_args
+    differences = json.loads(json.dumps(plan.to_dict()))["starter"]["reasons"]
+    assert {"enforce_eager", "optimization_level"} <= set(differences) and "dtype" not in differences
+    assert differences["optimization_level"].startswith("0: an engine that lives for seconds")
 
 
 @pytest.mark.parametrize("settings, gpu, why", [
