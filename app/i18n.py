@@ -178,7 +178,8 @@ STRINGS: dict[str, dict[str, str]] = {
         "detail_gave_up": "{reason}；重启 {restarts} 次后放弃",
         "speed_starting": "启动引擎（eager）正在应答；全速引擎构建中（已 {seconds:.0f} 秒）",
         "speed_full": "全速（启动后第 {seconds:.0f} 秒起）",
-        "speed_retrying": "启动引擎（eager{cost}）正在应答；全速引擎未能启动（{reason}），正在重试：第 {attempt}/{tries} 次",
+        "speed_retrying": "启动引擎（eager{cost}）正在应答；全速引擎未能启动（{reason}），"
+                          "正在重试：第 {attempt}/{tries} 次",
         "history_damaged": "聊天记录文件已损坏，已新建一个空的聊天记录。旧文件原样保留为 {path}。",
         "message_unreadable": "此消息无法读取（其保存的副本已损坏）",
         "interrupted": "已中断：应用在此回答完成前停止",

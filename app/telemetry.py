@@ -206,8 +206,9 @@ class AppMetrics:
                                            buckets=(5, 10, 25, 50, 100, 200, 400, 800, 1600), registry=r)
         self.generated_tokens = Counter("ernie_chat_generated_tokens", "Tokens generated", registry=r)
         self.engine_restarts = Counter("ernie_chat_engine_restarts", "Engine restarts after a failure", registry=r)
-        self.full_speed_failures = Counter("ernie_chat_full_speed_engine_failures", "Tries of the full-speed "
-                                           "engine that did not start (the eager starting engine kept answering)", registry=r)
+        self.full_speed_failures = Counter("ernie_chat_full_speed_engine_failures",
+                                           "Tries of the full-speed engine that did not start (the eager starting "
+                                           "engine kept answering)", registry=r)
         self.engine_state = Gauge("ernie_chat_engine_state", "1 for the engine's current state", ["state"],
                                   registry=r)
         # Labelled by card, so that nothing is exported where nothing is measured (CPU, --remote-url):
