@@ -146,7 +146,8 @@ async def _prompt(rt: Runtime, body: ChatRequest, pool: ThreadPoolExecutor) -> t
     fitted = await asyncio.get_running_loop().run_in_executor(
         pool, fit_to_context, system, turns[:-1], turns[-1]["content"], rt.max_model_len,
         body.max_tokens or defaults["max_tokens"], ChatTemplate(rt.tokenizer))
-    return fitted, answer_sampling(body.model_dump(include={"temperature", "top_p", "seed"}), defaults, fitted)
+    return fitted, answer_sampling(body.model_dump(include={"temperature", "top_p", "seed"}), defaults, fitted,
+                                   rt.model.stop_token_ids)
 
 
 # The answers are built with the `openai` package's types, unvalidated (model_construct): the finish reason goes

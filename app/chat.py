@@ -170,7 +170,8 @@ async def answer(rt: Runtime, message: cl.Message) -> None:
     if fitted.shortened:
         await notice(t(language, "shortened", tokens=fitted.max_tokens))
 
-    await _stream_answer(rt, language, fitted.token_ids, answer_sampling(sampling.values, defaults, fitted))
+    sampled = answer_sampling(sampling.values, defaults, fitted, rt.model.stop_token_ids)
+    await _stream_answer(rt, language, fitted.token_ids, sampled)
 
 
 async def _fit_documents(rt: Runtime, message: cl.Message, documents: list[dict], system_prompt: str, text: str,

@@ -190,17 +190,19 @@ def clamp_sampling(raw: Mapping[str, object], defaults: Mapping[str, float], ans
     return choice
 
 
-def answer_sampling(asked: Mapping[str, Any], defaults: Mapping[str, Any], fitted: FittedPrompt) -> Sampling:
+def answer_sampling(asked: Mapping[str, Any], defaults: Mapping[str, Any], fitted: FittedPrompt,
+                    stop_token_ids: tuple[int, ...] = ()) -> Sampling:
     """How one answer is sampled, for the chat UI and /v1 alike: the temperature and top_p asked for (the
     settings panel's, checked by ``clamp_sampling``, or the request's), else the chat's defaults; the answer
-    budget the prompt left; and the seed, when one was asked for."""
+    budget the prompt left; the seed, when one was asked for; and the tokens the answer ends at (the model's,
+    ``ModelFiles.stop_token_ids``)."""
 
     def asked_or_default(name: str) -> Any:
         value = asked.get(name)
         return defaults[name] if value is None else value
 
     return Sampling(temperature=float(asked_or_default("temperature")), top_p=float(asked_or_default("top_p")),
-                    max_tokens=fitted.max_tokens, seed=asked.get("seed"))
+                    max_tokens=fitted.max_tokens, seed=asked.get("seed"), stop_token_ids=tuple(stop_token_ids))
 
 
 def stats_line_values(tokens: int, ttft: Optional[float], decode_seconds: float) -> dict[str, float]:

@@ -24,6 +24,14 @@ class Sampling:
     max_tokens: int  # the answer's budget: what the prompt left of the context, at most what was asked for
     seed: Optional[int] = None  # /v1's seed: the same seed and prompt give the same answer
     ignore_eos: bool = False  # write all max_tokens even past the answer's end (benchmarks, long-answer tests)
+    # The answer ends at any of these: the chat template's end of a turn and eos (app/end_of_turn.py).
+    stop_token_ids: tuple[int, ...] = ()
+
+    @property
+    def ends_at(self) -> list[int]:
+        """The token ids the engine stops at: none with ignore_eos (as vLLM itself then drops generation_config's
+        eos ids), so a benchmark's answer writes all max_tokens."""
+        return [] if self.ignore_eos else list(self.stop_token_ids)
 
 
 @dataclass(frozen=True)

@@ -12,13 +12,15 @@ import socket
 import sys
 import time
 from collections.abc import Sequence
+from dataclasses import asdict
 from typing import Optional
 
 from app.cli import Command, parse_command
+from app.end_of_turn import EndToken, describe, model_answer_end
 from app.engine_plan import EnginePlan
 from app.errors import ErnieChatError, InsecureBindError, PortInUseError
 from app.hardware import GIB, cpu_facts, detect_vllm_build, parse_assumed_gpu, probe_gpus
-from app.model_source import check_model_setting, model_shape
+from app.model_source import check_model_setting, model_files_here, model_shape
 from app.profiles import plan_engine
 from app.settings import AppSettings
 
@@ -47,9 +49,11 @@ def make_plan(command: Command) -> EnginePlan:
     return plan_engine(settings.engine, gpus, build, model_shape(settings.model), cpu_facts())
 
 
-def print_plan(plan: EnginePlan, as_json: bool) -> None:
+def print_plan(plan: EnginePlan, as_json: bool, answer_end: Optional[tuple[EndToken, ...]] = None) -> None:
+    """The plan, and the tokens answers end at (None: the model's files are not here yet)."""
     if as_json:
-        print(json.dumps(plan.to_dict(), indent=2, ensure_ascii=False))
+        ends = None if answer_end is None else [asdict(end) for end in answer_end]
+        print(json.dumps({**plan.to_dict(), "answer_end_tokens": ends}, indent=2, ensure_ascii=False))
         return
     gpu = plan.gpu
     print(f"card:    {gpu.name} (sm{gpu.sm}, {gpu.total_bytes / GIB:.1f} GiB, {gpu.free_bytes / GIB:.1f} GiB free)"
@@ -68,14 +72,15 @@ def print_plan(plan: EnginePlan, as_json: bool) -> None:
         print(f"  the starting engine ({plan.starter.planned_bytes / GIB:.2f} GiB) differs in:")
         for name, why in plan.starter_differences().items():
             print(f"  --{name.replace('_', '-')}={plan.starter.engine_args[name]}\n      why: {why}")
+    print(f"answers end at: {describe(answer_end)}")
     for line in plan.warnings:
         print(f"warning: {line}")
 
 
-def print_plan_to_stdout(plan: EnginePlan, as_json: bool) -> int:
+def print_plan_to_stdout(plan: EnginePlan, as_json: bool, answer_end: Optional[tuple[EndToken, ...]] = None) -> int:
     """Print the plan; `--print-config | head` (the reader leaves early) ends quietly with exit 1."""
     try:
-        print_plan(plan, as_json)
+        print_plan(plan, as_json, answer_end)
         sys.stdout.flush()  # into a pipe the plan sits in Python's buffer: a closed pipe shows only here
     except BrokenPipeError:
         # Nothing more to say; stdout goes to /dev/null so that Python's own flush at exit does not print a
@@ -152,7 +157,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             return run_users_command(command)
         plan = make_plan(command)
         if command.action == "print-config":
-            return print_plan_to_stdout(plan, command.as_json)
+            answer_end = model_answer_end(model_files_here(command.settings.model))
+            return print_plan_to_stdout(plan, command.as_json, answer_end)
         return serve(command.settings, plan)
     except ErnieChatError as err:
         print(f"error: {err}", file=sys.stderr)

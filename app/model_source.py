@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
+from app.end_of_turn import EndToken, answer_end_tokens
 from app.engine_plan import ModelShape
 from app.engine_status import StartStep
 from app.errors import ModelNotFoundError, one_line
@@ -87,6 +88,21 @@ def _in_hub_cache(settings: ModelSettings) -> bool:
     cache = str(settings.download_dir) if settings.download_dir else None
     found = try_to_load_from_cache(settings.model, "config.json", cache_dir=cache)
     return isinstance(found, str)
+
+
+def model_files_here(settings: ModelSettings) -> Optional[Path]:
+    """The folder holding the model's tokenizer files when they are on this machine already (a local --model, or
+    an earlier download in the hub cache); None otherwise. Looks, never downloads (``--print-config`` uses it)."""
+    local = Path(settings.model).expanduser()
+    if local.is_dir():
+        return local
+    if settings.model.startswith((".", "/", "~")) or settings.model.count("/") != 1:
+        return None
+    from huggingface_hub import try_to_load_from_cache
+
+    cache = str(settings.download_dir) if settings.download_dir else None
+    found = try_to_load_from_cache(settings.model, "tokenizer_config.json", cache_dir=cache)
+    return Path(found).parent if isinstance(found, str) else None
 
 
 def _offline_miss(model: str) -> str:
@@ -233,6 +249,7 @@ class ModelFiles:
     patterns: Optional[list[str]] = None
     tokenizer: Any = None
     generation_defaults: dict[str, Any] = field(default_factory=dict)
+    answer_end: tuple[EndToken, ...] = ()  # the tokens an answer ends at (app/end_of_turn.py)
     _loading: Optional[concurrent.futures.Future] = None
 
     def provide(self, progress: Callable[..., None]) -> str:
@@ -259,3 +276,8 @@ class ModelFiles:
         """Block until the tokenizer is loaded; raise what stopped it."""
         if self._loading is not None:
             self.tokenizer = self._loading.result()
+            self.answer_end = answer_end_tokens(self.tokenizer, self.generation_defaults)
+
+    @property
+    def stop_token_ids(self) -> tuple[int, ...]:
+        return tuple(end.token_id for end in self.answer_end)

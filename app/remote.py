@@ -55,6 +55,16 @@ def pick_model(url: str, api_key: Optional[str], wanted: Optional[str], timeout:
     raise RemoteServerError(f"the server at {url} does not serve {wanted!r}; it serves {served} (set --remote-model)")
 
 
+def _vllm_fields(sampling: Sampling) -> Optional[dict[str, Any]]:
+    """vLLM's own completion fields, not OpenAI's: sent only when they say something."""
+    fields: dict[str, Any] = {}
+    if sampling.ignore_eos:
+        fields["ignore_eos"] = True
+    if sampling.ends_at:  # the server's vLLM would stop at eos alone, not at the template's end of a turn
+        fields["stop_token_ids"] = sampling.ends_at
+    return fields or None
+
+
 class RemoteEngine:
     """The engine protocol, answered by a vLLM server."""
 
@@ -78,8 +88,7 @@ class RemoteEngine:
                 model=self.model, prompt=token_ids, stream=True,
                 stream_options={"include_usage": True}, max_tokens=sampling.max_tokens,
                 temperature=sampling.temperature, top_p=sampling.top_p, seed=sampling.seed,
-                # ignore_eos is vLLM's own field, not OpenAI's: sent only when asked for
-                extra_body={"ignore_eos": True} if sampling.ignore_eos else None,
+                extra_body=_vllm_fields(sampling),
                 extra_headers={"X-Request-Id": request_id})
             # Closing the stream (stop pressed) closes the connection, and vLLM's server aborts the request.
             async with stream:

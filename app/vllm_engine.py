@@ -38,7 +38,8 @@ class VllmEngine:
         from vllm.v1.engine.exceptions import EngineDeadError
 
         params = SamplingParams(temperature=sampling.temperature, top_p=sampling.top_p, max_tokens=sampling.max_tokens,
-                                seed=sampling.seed, ignore_eos=sampling.ignore_eos, output_kind=RequestOutputKind.DELTA)
+                                seed=sampling.seed, ignore_eos=sampling.ignore_eos,
+                                stop_token_ids=sampling.ends_at or None, output_kind=RequestOutputKind.DELTA)
         try:
             async for out in self._llm.generate({"prompt_token_ids": token_ids}, params, request_id):
                 piece = out.outputs[0]

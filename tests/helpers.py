@@ -317,6 +317,13 @@ def generated_tokens(app):
     return metric_value(get(app.url + "/metrics")[1], "vllm:generation_tokens_total")
 
 
+def finished_requests(app, reason: str) -> float:
+    """Requests the engine finished for ``reason`` ("stop": an end token, "length": max_tokens; vLLM's counter)."""
+    text = get(app.url + "/metrics")[1]
+    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+               if line.startswith("vllm:request_success_total{") and f'finished_reason="{reason}"' in line)
+
+
 def running_requests(app):
     return metric_value(get(app.url + "/metrics")[1], "vllm:num_requests_running")
 

@@ -1,6 +1,7 @@
 """Build a tiny random ERNIE-shaped model and tokenizer in seconds: ``python tests/tiny_model.py OUT_DIR``.
 
-``--real-files`` builds it with ERNIE's real tokenizer file set instead (see build_real_files).
+``--real-files`` builds it with ERNIE's real tokenizer file set instead (see build_real_files); ``--turn-ender``
+one that ends its turns with ``<|end_of_sentence|>`` (see build_turn_ender).
 
 Same architecture class as ERNIE-4.5-0.3B-PT (``Ernie4_5ForCausalLM``) with 2 layers, hidden 128 and
 head_dim 64 (the smallest the CPU attention kernels take), a small byte-level BPE tokenizer carrying
@@ -13,7 +14,9 @@ from __future__ import annotations
 import json
 import shutil
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any, Optional
 
 REAL_FILES = Path(__file__).parent / "data" / "ernie-4.5-0.3b"
 # ERNIE's ids for these are fixed (pad/unk 0, bos 1, eos 2); the rest follow.
@@ -49,8 +52,9 @@ def build_tokenizer(out: Path, vocab_size: int = 1024):
     return fast
 
 
-def build(out_dir: str | Path, hidden_size: int = 128, layers: int = 2, max_positions: int = 4096) -> Path:
-    """Write the tiny model to out_dir and return it."""
+def build(out_dir: str | Path, hidden_size: int = 128, layers: int = 2, max_positions: int = 4096,
+          adjust: Optional[Callable[[Any, Any], None]] = None) -> Path:
+    """Write the tiny model to out_dir and return it; ``adjust(model, tokenizer)`` changes weights before saving."""
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM
 
@@ -64,10 +68,33 @@ def build(out_dir: str | Path, hidden_size: int = 128, layers: int = 2, max_posi
         "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 64,
         "vocab_size": vocab, "max_position_embeddings": max_positions})
     torch.manual_seed(0)
-    model = AutoModelForCausalLM.from_config(config).to(torch.bfloat16)
-    model.save_pretrained(out)
+    model = AutoModelForCausalLM.from_config(config)
+    if adjust is not None:
+        with torch.no_grad():
+            adjust(model, tokenizer)
+    model.to(torch.bfloat16).save_pretrained(out)
     shutil.copy(REAL_FILES / "generation_config.json", out / "generation_config.json")
     return out
+
+
+def build_turn_ender(out_dir: str | Path, lean: float = 0.4) -> Path:
+    """The tiny ERNIE made to end its turn as ERNIE does: sampled, it writes ``<|end_of_sentence|>`` (the token
+    ERNIE's template closes an assistant turn with) after a few to a few dozen tokens, and never ``</s>``.
+
+    How: dimension 0 of every token's embedding is set to 1, a constant in the residual stream that the final
+    norm turns into ~11 (the random weights elsewhere are ~0.02). The embeddings are tied, so each token's logit
+    gains 11 x its own dimension 0: equal for all, +``lean`` x 11 for the end of a turn (about 1 in 14 at 0.4,
+    measured with transformers), and -11 for eos (0 instead of 1), which is then never sampled. An engine that
+    does not stop at the end of a turn runs on to max_tokens.
+    """
+
+    def lean_to_turn_end(model: Any, tokenizer: Any) -> None:
+        weight = model.get_input_embeddings().weight
+        weight[:, 0] = 1.0
+        weight[tokenizer.convert_tokens_to_ids("<|end_of_sentence|>"), 0] = 1.0 + lean
+        weight[tokenizer.eos_token_id, 0] = 0.0
+
+    return build(out_dir, adjust=lean_to_turn_end)
 
 
 # ERNIE's tokens that its SentencePiece model itself holds (the rest come from added_tokens.json).
@@ -150,7 +177,7 @@ def build_full_size(out_dir: str | Path) -> Path:
 
 
 if __name__ == "__main__":
-    variants = {"--full-size": build_full_size, "--real-files": build_real_files}
+    variants = {"--full-size": build_full_size, "--real-files": build_real_files, "--turn-ender": build_turn_ender}
     if len(sys.argv) not in (2, 3) or (len(sys.argv) == 3 and sys.argv[2] not in variants):
-        sys.exit("usage: python tests/tiny_model.py OUT_DIR [--full-size | --real-files]")
+        sys.exit("usage: python tests/tiny_model.py OUT_DIR [--full-size | --real-files | --turn-ender]")
     print(variants[sys.argv[2]](sys.argv[1]) if len(sys.argv) == 3 else build(sys.argv[1]))

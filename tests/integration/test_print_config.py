@@ -111,3 +111,15 @@ def test_a_reader_that_leaves_early_gets_no_traceback(flags):
     proc.stdout.close()  # the reader is gone before the first line
     _, err = proc.communicate(timeout=120)
     assert (proc.returncode, err.decode()) == (1, "")
+
+
+def test_print_config_names_the_tokens_answers_end_at(tiny_model_dir):
+    """The tiny ERNIE carries ERNIE's template, which closes a turn with <|end_of_sentence|>: named beside eos."""
+    data = print_config("--model", str(tiny_model_dir))
+    assert [(end["token_id"], end["text"]) for end in data["answer_end_tokens"]] == [
+        (4, "<|end_of_sentence|>"), (2, "</s>")]
+    text = subprocess.run([sys.executable, "launch.py", "--print-config", "--model", str(tiny_model_dir)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=120).stdout
+    assert "answers end at: <|end_of_sentence|> (id 4: the chat template ends an assistant turn with it), </s>" in text
+    # A hub id not downloaded yet: nothing is fetched to say it.
+    assert print_config("--model", "baidu/ERNIE-4.5-0.3B-PT")["answer_end_tokens"] is None
