@@ -176,3 +176,56 @@ async def remove_chainlits_stop_message() -> None:
         if message.content == CHAINLIT_STOP_TEXT:
             await message.remove()
             return
+
+
+# ----- the chat socket: its logins checked after it connects ------------------------------------------------
+_GATED = "__ernie_chat_gated__"  # marks a wrapped socket handler, so a second call leaves it as it is
+
+
+def open_chat_sockets() -> list[tuple[str, Optional[str]]]:
+    """(socket id, login token) of every chat socket connected now. Chainlit keeps a session (with the token it
+    connected with) for a while after its socket goes; those are left out."""
+    from chainlit.server import sio
+    from chainlit.session import ws_sessions_sid
+
+    return [(sid, session.token) for sid, session in list(ws_sessions_sid.items())
+            if sio.manager.is_connected(sid, "/")]
+
+
+def chat_socket_token(sid: str) -> Optional[str]:
+    """The login token the chat socket ``sid`` connected with (None: no login, or no such socket)."""
+    from chainlit.session import WebsocketSession
+
+    session = WebsocketSession.get(sid)
+    return session.token if session is not None else None
+
+
+async def close_chat_socket(sid: str) -> None:
+    """Close a chat socket from the server: the page gets socket.io's "io server disconnect" (it does not try again
+    by itself), and Chainlit's disconnect handler runs the app's on_chat_end, which cancels its answers."""
+    from chainlit.server import sio
+
+    await sio.disconnect(sid)
+
+
+def check_chat_socket_events(allowed: Callable[[str], bool]) -> None:
+    """Ask ``allowed(socket id)`` before each of Chainlit's chat socket events (a message, an edit, Stop, an action,
+    ...); an event it refuses is dropped, and its socket closed. Chainlit checks the login only when the socket
+    connects, so a login that ended afterwards went on chatting over the open socket (issue 36 N2). Connect (the
+    login is checked there by Chainlit and app/guards/login.py) and disconnect (it must always clean up) pass."""
+    import chainlit.socket  # noqa: F401 - registers Chainlit's handlers on its server
+    from chainlit.server import sio
+
+    handlers = sio.handlers.get("/", {})
+    for event, handler in list(handlers.items()):
+        if event in ("connect", "disconnect") or getattr(handler, _GATED, False):
+            continue
+
+        async def checked(sid: str, *args: Any, _handler: Callable[..., Any] = handler) -> Any:
+            if not allowed(sid):
+                await sio.disconnect(sid)
+                return None
+            return await _handler(sid, *args)
+
+        setattr(checked, _GATED, True)
+        handlers[event] = checked
