@@ -229,3 +229,22 @@ def check_chat_socket_events(allowed: Callable[[str], bool]) -> None:
 
         setattr(checked, _GATED, True)
         handlers[event] = checked
+
+
+# ----- which login Chainlit offers ------------------------------------------------------------------------------
+_LOGIN_CALLBACKS: dict[str, Any] = {}  # the callbacks the app registered, kept while Chainlit is told to hide one
+
+
+def follow_login_mode(asks_for_login: bool) -> None:
+    """Chainlit offers its login form when ``config.code.password_auth_callback`` is set, and logs the page in from
+    its headers (our local user, app/guards/local_user.py) when ``header_auth_callback`` is; it reads both on each
+    /auth/config and login. An app started without users registers both, and this sets only the one for the mode in
+    force: the local user until a user is added, then the form (issue 35 item 6)."""
+    from chainlit.config import config
+
+    code = config.code
+    for name in ("password_auth_callback", "header_auth_callback"):
+        if getattr(code, name) is not None:
+            _LOGIN_CALLBACKS.setdefault(name, getattr(code, name))
+    code.password_auth_callback = _LOGIN_CALLBACKS.get("password_auth_callback") if asks_for_login else None
+    code.header_auth_callback = None if asks_for_login else _LOGIN_CALLBACKS.get("header_auth_callback")

@@ -20,8 +20,10 @@ from app.guards.identity import LoginMode
 def install_guards(app, runtime: Any) -> None:
     """Add them to the FastAPI app (``runtime`` is app.runtime.Runtime): the last one added runs first."""
     server_settings = runtime.settings.server
-    if runtime.login.mode is LoginMode.LOCAL and runtime.history is not None:  # the sidebar needs a login
-        app.add_middleware(local_user.LocalUserCookie, identity=runtime.login.local_identity())
+    if runtime.login.start_mode is LoginMode.LOCAL:
+        if runtime.history is not None:  # the sidebar needs a login
+            app.add_middleware(local_user.LocalUserCookie, policy=runtime.login)
+        app.add_middleware(local_user.LoginModeFollower, policy=runtime.login)  # a user added later: the login page
     app.add_middleware(ownership.FeedbackOwnerCheck, history=lambda: runtime.history,
                        root_path=server_settings.root_path)
     app.add_middleware(api_token.ApiTokenCheck, token=server_settings.auth_token,
