@@ -2,6 +2,7 @@
 
 - web.py: Host, Origin, body size, /v1 content type, CSP (outermost: refuses before anything reads the body);
 - login.py: login rate limit, logout, logins of removed users; identity.py: who may log in, as whom;
+- login_words.py: a failed login's line in the page's language;
 - account_sockets.py: the chat sockets of removed users (or of a changed secret) closed, their events refused;
 - api_token.py: the Bearer token of /metrics and /v1; local_user.py: the local user's login on loopback;
 - ownership.py: feedback only on one's own chats (Chainlit checks the other routes itself);
@@ -13,7 +14,7 @@ from typing import Any
 
 from app import telemetry
 from app.documents.limits import upload_body_bytes
-from app.guards import account_sockets, api_token, local_user, login, ownership, web
+from app.guards import account_sockets, api_token, local_user, login, login_words, ownership, web
 from app.guards.identity import LoginMode
 
 
@@ -28,6 +29,8 @@ def install_guards(app, runtime: Any) -> None:
                        root_path=server_settings.root_path)
     app.add_middleware(api_token.ApiTokenCheck, token=server_settings.auth_token,
                        root_path=server_settings.root_path)
+    if runtime.login.has_login_page:  # a failed login in the page's language, not "Unauthorized: credentialssignin"
+        app.add_middleware(login_words.LoginWords, root_path=server_settings.root_path)
     login.install(app, runtime.login, server_settings)
     account_sockets.install(runtime.login)  # the socket's events, which no HTTP middleware sees
     # Host/Origin/size checks refuse before the login rules or the app see anything.

@@ -52,3 +52,37 @@ def test_the_login_page_appears_once_a_user_is_added_to_a_running_app(browser, a
     finally:
         context.close()
 
+
+@pytest.fixture(scope="module")
+def app_with_a_user(tiny_model_dir, tmp_path_factory):
+    from app.accounts import Accounts
+
+    data = tmp_path_factory.mktemp("one-user")
+    Accounts(data / "users.json").add("alice", "alice-secret-1")
+    with running_app(tiny_model_dir, tmp_path_factory.mktemp("run"), "--data-dir", str(data)) as app:
+        yield app
+
+
+@pytest.mark.parametrize(("locale", "label", "line", "toast"), [
+    ("en-US", "Name", "Wrong name or password. Check both and try again.", "wrong name or password"),
+    ("zh-CN", "用户名", "用户名或密码错误，请检查后重试。", "用户名或密码错误，请检查后重试"),
+])
+def test_the_login_page_asks_for_a_name_and_says_plainly_when_it_is_wrong(browser, app_with_a_user, locale, label,
+                                                                          line, toast):
+    """Issue 35 item 10: it asked for an "Email address" (me@example.com) and a wrong password showed
+    "Unauthorized: credentialssignin"."""
+    context = browser.new_context(locale=locale)
+    try:
+        page = context.new_page()
+        page.goto(app_with_a_user.url + "/")
+        page.wait_for_selector("#password", timeout=30000)
+        assert page.locator("label[for=email]").inner_text() == label
+        assert page.locator("#email").get_attribute("placeholder") != "me@example.com"
+        sign_in(page, "alice", "not-her-secret")
+        page.get_by_text(line, exact=True).wait_for(timeout=30000)  # the form's own line
+        page.locator("[data-sonner-toast]", has_text=toast).wait_for(timeout=30000)  # and the toast's
+        assert "credentialssignin" not in page.locator("body").inner_text()
+        sign_in(page, "alice", "alice-secret-1")  # the right one still works after a wrong one
+        page.wait_for_selector("#chat-input", timeout=30000)
+    finally:
+        context.close()
