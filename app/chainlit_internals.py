@@ -209,26 +209,31 @@ async def close_chat_socket(sid: str) -> None:
 
 
 def check_chat_socket_events(allowed: Callable[[str], bool]) -> None:
-    """Ask ``allowed(socket id)`` before each of Chainlit's chat socket events (a message, an edit, Stop, an action,
-    ...); an event it refuses is dropped, and its socket closed. Chainlit checks the login only when the socket
-    connects, so a login that ended afterwards went on chatting over the open socket (issue 36 N2). Connect (the
-    login is checked there by Chainlit and app/guards/login.py) and disconnect (it must always clean up) pass."""
+    """Ask ``allowed(socket id)`` before each of Chainlit's chat socket events (a message, an edit, Stop, ...); an
+    event it refuses is dropped, and its socket closed. Chainlit checks the login only when the socket connects, so
+    a login that ended afterwards went on chatting over the open socket (issue 36 N2). Connect (the login is checked
+    there by Chainlit and app/guards/login.py) and disconnect (it must always clean up) pass. Chainlit's server is
+    one per process: a later call replaces the check (an app made again in the same process, as tests do)."""
     import chainlit.socket  # noqa: F401 - registers Chainlit's handlers on its server
     from chainlit.server import sio
 
+    _SOCKET_EVENT_CHECK[0] = allowed
     handlers = sio.handlers.get("/", {})
     for event, handler in list(handlers.items()):
         if event in ("connect", "disconnect") or getattr(handler, _GATED, False):
             continue
 
         async def checked(sid: str, *args: Any, _handler: Callable[..., Any] = handler) -> Any:
-            if not allowed(sid):
+            if not _SOCKET_EVENT_CHECK[0](sid):
                 await sio.disconnect(sid)
                 return None
             return await _handler(sid, *args)
 
         setattr(checked, _GATED, True)
         handlers[event] = checked
+
+
+_SOCKET_EVENT_CHECK: list[Callable[[str], bool]] = [lambda sid: True]
 
 
 # ----- which login Chainlit offers ------------------------------------------------------------------------------
@@ -244,7 +249,7 @@ def follow_login_mode(asks_for_login: bool) -> None:
 
     code = config.code
     for name in ("password_auth_callback", "header_auth_callback"):
-        if getattr(code, name) is not None:
-            _LOGIN_CALLBACKS.setdefault(name, getattr(code, name))
+        if getattr(code, name) is not None:  # registered (again) since the last call: that one is kept
+            _LOGIN_CALLBACKS[name] = getattr(code, name)
     code.password_auth_callback = _LOGIN_CALLBACKS.get("password_auth_callback") if asks_for_login else None
     code.header_auth_callback = None if asks_for_login else _LOGIN_CALLBACKS.get("header_auth_callback")

@@ -30,9 +30,12 @@ def login_ended(policy: LoginPolicy, token: Optional[str]) -> bool:
 
 
 def install(policy: LoginPolicy) -> None:
-    """Check every chat socket event against the policy (with a login page: users or --auth-token)."""
+    """Check every chat socket event against the policy (with a login page: users, --auth-token, or loopback, where
+    users may be added while the app runs)."""
     if policy.has_login_page:
         check_chat_socket_events(lambda sid: not login_ended(policy, chat_socket_token(sid)))
+    else:
+        check_chat_socket_events(lambda sid: True)  # nobody logs in: nothing to end
 
 
 async def close_ended_logins(policy: LoginPolicy) -> int:
