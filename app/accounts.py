@@ -5,6 +5,12 @@ removed user or a changed secret ends that person's logins at their next request
 The file lives in the data directory next to chats.db and is readable by its owner only (0600), in a
 folder of mode 0700. Hashing: argon2-cffi (the reference Argon2 bindings, what Open WebUI-style apps and
 Django use), not a hand-made scheme.
+
+Every change reads, edits and replaces the file under one lock (``users.json.lock``, filelock: the library vLLM
+already installs, an OS lock released when the process dies): six ``users add`` run at once used to leave 2-5
+users in the file, and a removed user came back in 2 of 10 tries (issue 36 N4, docs/security.md). The write
+stays atomic (a new file renamed over the old), so the running app, which reads without the lock, never sees
+half a file.
 """
 from __future__ import annotations
 
@@ -14,6 +20,8 @@ import os
 import re
 import tempfile
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional
@@ -29,6 +37,9 @@ NAME_RULE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@-]{0,63}")
 NAME_RULE_TEXT = "1-64 characters: letters, digits and . _ @ -, starting with a letter or digit"
 MIN_SECRET_CHARS, MAX_SECRET_CHARS = 8, 1024
 MAX_FILE_BYTES = 4 * 2**20  # tens of thousands of users; checked before the file is read
+# A change holds the lock for a read and a write of a small file (milliseconds); waiting longer than this means
+# another command is stuck (a full disk, a frozen terminal), and the user gets one line instead of a hang.
+LOCK_WAIT_S = 30.0
 # Argon2id at argon2-cffi's defaults (RFC 9106's second recommendation: 64 MiB, 3 passes) costs ~0.1 s and
 # 64 MiB per check, so at most two checks run at once whatever arrives: a login burst cannot take the memory.
 _CHECKS_AT_ONCE = threading.BoundedSemaphore(2)
@@ -62,6 +73,14 @@ class Account:
     @property
     def stamp(self) -> str:
         return login_stamp(self.secret_hash)
+
+
+@dataclass(frozen=True)
+class Added:
+    """What ``Accounts.add`` did: the account, and whether it is the first user (none existed before it)."""
+
+    account: Account
+    first: bool
 
 
 class Accounts:
@@ -129,31 +148,57 @@ class Accounts:
 
     # ----- writing (launch.py users ...) ----------------------------------------------------------------
     def check_new(self, name: str, replace: bool = False) -> None:
-        """Refuse a name before its secret is asked for."""
+        """Refuse a name before its secret is asked for (checked again under the lock when it is written)."""
         check_name(name)
         if name in self.all() and not replace:
             raise AccountError(f"user {name} already exists; to give them a new secret: "
                                f"python launch.py users add {name} --reset")
 
-    def add(self, name: str, secret: str, replace: bool = False) -> Account:
+    def add(self, name: str, secret: str, replace: bool = False) -> Added:
         from datetime import datetime, timezone
 
-        self.check_new(name, replace)
-        users = dict(self.all())
-        users[name] = Account(name, self._hasher.hash(check_secret(secret)),
-                              datetime.now(timezone.utc).isoformat(timespec="seconds"))
-        self._write(users)
-        return users[name]
+        check_name(name)
+        # Hashed before the lock is taken (~0.1 s): others' changes wait only for the read and the write.
+        account = Account(name, self._hasher.hash(check_secret(secret)),
+                          datetime.now(timezone.utc).isoformat(timespec="seconds"))
+        with self._editing() as users:
+            first = not users
+            if name in users and not replace:
+                raise AccountError(f"user {name} already exists; to give them a new secret: "
+                                   f"python launch.py users add {name} --reset")
+            users[name] = account
+        return Added(account, first)
 
     def remove(self, name: str) -> None:
-        users = dict(self.all())
-        if users.pop(name, None) is None:
-            raise AccountError(f"no user {name}; the users are: {', '.join(sorted(users)) or 'none yet'}")
-        self._write(users)
+        with self._editing() as users:
+            if users.pop(name, None) is None:
+                raise AccountError(f"no user {name}; the users are: {', '.join(sorted(users)) or 'none yet'}")
+
+    @contextmanager
+    def _editing(self) -> Iterator[dict[str, Account]]:
+        """The users as the file holds them now, read under the lock; what the block leaves in the dict is
+        written before the lock is let go. An error in the block writes nothing."""
+        from filelock import FileLock, Timeout
+
+        from app.history.database import PRIVATE_FILE_MODE, make_private_folder
+
+        make_private_folder(self.path.parent)
+        lock = FileLock(self.path.with_name(self.path.name + ".lock"), timeout=LOCK_WAIT_S, mode=PRIVATE_FILE_MODE)
+        try:
+            lock.acquire()
+        except Timeout:
+            raise AccountError(f"another `users` command has held {lock.lock_file} for {LOCK_WAIT_S:.0f} s; "
+                               "nothing was changed: try again when it is done") from None
+        try:
+            self._cache = (None, {})  # another process may have written within our cache's mtime resolution
+            users = dict(self.all())
+            yield users
+            self._write(users)
+        finally:
+            lock.release()
 
     def _write(self, users: dict[str, Account]) -> None:
         folder = self.path.parent
-        folder.mkdir(parents=True, exist_ok=True, mode=0o700)
         body = json.dumps({"format": FILE_FORMAT, "users": {
             a.name: {"hash": a.secret_hash, "created": a.created} for a in users.values()}}, indent=2)
         # mkstemp creates the file 0600; os.replace makes the new list appear whole or not at all.

@@ -176,3 +176,80 @@ async def remove_chainlits_stop_message() -> None:
         if message.content == CHAINLIT_STOP_TEXT:
             await message.remove()
             return
+
+
+# ----- the chat socket: its logins checked after it connects ------------------------------------------------
+_GATED = "__ernie_chat_gated__"  # marks a wrapped socket handler, so a second call leaves it as it is
+
+
+def open_chat_sockets() -> list[tuple[str, Optional[str]]]:
+    """(socket id, login token) of every chat socket connected now. Chainlit keeps a session (with the token it
+    connected with) for a while after its socket goes; those are left out."""
+    from chainlit.server import sio
+    from chainlit.session import ws_sessions_sid
+
+    return [(sid, session.token) for sid, session in list(ws_sessions_sid.items())
+            if sio.manager.is_connected(sid, "/")]
+
+
+def chat_socket_token(sid: str) -> Optional[str]:
+    """The login token the chat socket ``sid`` connected with (None: no login, or no such socket)."""
+    from chainlit.session import WebsocketSession
+
+    session = WebsocketSession.get(sid)
+    return session.token if session is not None else None
+
+
+async def close_chat_socket(sid: str) -> None:
+    """Close a chat socket from the server: the page gets socket.io's "io server disconnect" (it does not try again
+    by itself), and Chainlit's disconnect handler runs the app's on_chat_end, which cancels its answers."""
+    from chainlit.server import sio
+
+    await sio.disconnect(sid)
+
+
+def check_chat_socket_events(allowed: Callable[[str], bool]) -> None:
+    """Ask ``allowed(socket id)`` before each of Chainlit's chat socket events (a message, an edit, Stop, ...); an
+    event it refuses is dropped, and its socket closed. Chainlit checks the login only when the socket connects, so
+    a login that ended afterwards went on chatting over the open socket (issue 36 N2). Connect (the login is checked
+    there by Chainlit and app/guards/login.py) and disconnect (it must always clean up) pass. Chainlit's server is
+    one per process: a later call replaces the check (an app made again in the same process, as tests do)."""
+    import chainlit.socket  # noqa: F401 - registers Chainlit's handlers on its server
+    from chainlit.server import sio
+
+    _SOCKET_EVENT_CHECK[0] = allowed
+    handlers = sio.handlers.get("/", {})
+    for event, handler in list(handlers.items()):
+        if event in ("connect", "disconnect") or getattr(handler, _GATED, False):
+            continue
+
+        async def checked(sid: str, *args: Any, _handler: Callable[..., Any] = handler) -> Any:
+            if not _SOCKET_EVENT_CHECK[0](sid):
+                await sio.disconnect(sid)
+                return None
+            return await _handler(sid, *args)
+
+        setattr(checked, _GATED, True)
+        handlers[event] = checked
+
+
+_SOCKET_EVENT_CHECK: list[Callable[[str], bool]] = [lambda sid: True]
+
+
+# ----- which login Chainlit offers ------------------------------------------------------------------------------
+_LOGIN_CALLBACKS: dict[str, Any] = {}  # the callbacks the app registered, kept while Chainlit is told to hide one
+
+
+def follow_login_mode(asks_for_login: bool) -> None:
+    """Chainlit offers its login form when ``config.code.password_auth_callback`` is set, and logs the page in from
+    its headers (our local user, app/guards/local_user.py) when ``header_auth_callback`` is; it reads both on each
+    /auth/config and login. An app started without users registers both, and this sets only the one for the mode in
+    force: the local user until a user is added, then the form (issue 35 item 6)."""
+    from chainlit.config import config
+
+    code = config.code
+    for name in ("password_auth_callback", "header_auth_callback"):
+        if getattr(code, name) is not None:  # registered (again) since the last call: that one is kept
+            _LOGIN_CALLBACKS[name] = getattr(code, name)
+    code.password_auth_callback = _LOGIN_CALLBACKS.get("password_auth_callback") if asks_for_login else None
+    code.header_auth_callback = None if asks_for_login else _LOGIN_CALLBACKS.get("header_auth_callback")

@@ -22,6 +22,7 @@ from chainlit.input_widget import Slider, TextInput
 
 from app.branding import APP_NAME
 from app.chainlit_internals import (
+    follow_login_mode,
     forget_chat_contexts_of_closed_sessions,
     make_stoppable,
     remove_chainlits_stop_message,
@@ -487,11 +488,14 @@ def install() -> None:
     configure_uploads(rt.settings.chat)  # Chainlit's upload limits are --max-upload-mb and --max-upload-files
     install_history(rt)  # chat history: data layer, and the local user on loopback (app/chat_history.py)
     if rt.login.has_login_page:
-        # Chainlit's login page guards the UI: each user's own secret, or the one person's --auth-token.
+        # Chainlit's login page guards the UI: each user's own secret, or the one person's --auth-token. On loopback
+        # without users it is registered too, and offered once a user is added while the app runs.
         @cl.password_auth_callback
         async def check_login(username: str, password: str) -> Optional[cl.User]:
             identity = await rt.login.check(username, password)
             return cl.User(identifier=identity.name, metadata=identity.metadata) if identity else None
+
+        follow_login_mode(rt.login.asks_for_login)
 
     @cl.set_starters
     async def starters(user: Any = None, language: Optional[str] = None) -> list[cl.Starter]:

@@ -28,7 +28,7 @@ _SECRET_FIELDS = {name for cls in SETTINGS_CLASSES.values() for name, info in cl
 class Command:
     """What launch.py was asked to do, and with which settings."""
 
-    action: str  # "serve", "print-config", "check", "export", "import" or "users"
+    action: str  # "serve", "print-config", "check", "export", "import", "users" or "chats"
     settings: AppSettings
     as_json: bool = False
     assume_gpu: tuple[str, ...] = ()
@@ -36,7 +36,10 @@ class Command:
     out: str = "ernie-chat-export"  # export: the folder to write
     export_format: str = "json"
     reset: bool = False  # users add: give an existing user a new secret
+    keep_local: bool = False  # users add: the first user does not take the chats made before users existed
     user: Optional[str] = None  # import: whose the imported chats become
+    giver: Optional[str] = None  # chats give: whose chats move (--from)
+    taker: Optional[str] = None  # chats give: to whom (--to)
 
 
 def _flag(name: str) -> str:
@@ -74,19 +77,29 @@ def build_parser() -> argparse.ArgumentParser:
         prog="python launch.py",
         description="Chat with ERNIE-4.5-0.3B-PT in your browser; vLLM runs inside this process. "
         f"Every flag also reads from {ENV_PREFIX}<NAME> and .env.")
-    parser.add_argument("action", nargs="?", choices=["serve", "check", "export", "import", "users"],
+    parser.add_argument("action", nargs="?", choices=["serve", "check", "export", "import", "users", "chats"],
                         default="serve",
                         help="serve (default): start the app. check: is a running app ready? "
                         "(exit 0 when ready, 1 otherwise, with the state and the log's last error). "
                         "export: write every chat to files (--out, --format). import FILE...: read chats back, "
                         "ours or other apps'. users add|list|remove NAME: the people who log in, each with an own "
-                        "secret.")
+                        "secret. chats list|give: whose the chats are, and moving all of one person's to another "
+                        "(--from, --to).")
     parser.add_argument("files", nargs="*", metavar="FILE", help="With import: chat files (an ernie-chat JSON "
                         "export and its presets.json, ChatGPT's conversations.json, an Open WebUI export, or "
                         "{\"messages\": [...]}). "
-                        "With users: add NAME, list, or remove NAME.")
+                        "With users: add NAME, list, or remove NAME. With chats: list, or give.")
     parser.add_argument("--reset", action="store_true", help="With users add: give an existing user a new secret "
                         "(their logins end).")
+    parser.add_argument("--keep-local", action="store_true",
+                        help="With users add, for the first user: leave the chats and presets made before users "
+                        "existed with the local user (by default the first user gets them; nobody logs in as local "
+                        "once users exist; `chats give --from local --to NAME` moves them later).")
+    parser.add_argument("--from", dest="giver", default=None, metavar="NAME",
+                        help="With chats give: whose chats and presets move (e.g. local: those made before users "
+                        "existed).")
+    parser.add_argument("--to", dest="taker", default=None, metavar="NAME",
+                        help="With chats give: who gets them: a user of `users add`.")
     parser.add_argument("--user", default=None, metavar="NAME",
                         help="With import: whose the chats and presets become, so that they are in that person's "
                         "sidebar: a user of `users add`, or local when there are none (default: ours keep the owner "
@@ -175,7 +188,7 @@ def parse_command(argv: Sequence[str], env_file: Optional[str] = ".env") -> Comm
     args = parser.parse_intermixed_args(list(argv))  # import FILE... may follow options
     cli_values = {k: v for k, v in vars(args).items() if v is not _UNSET
                   and k not in ("action", "print_config", "json", "assume_gpu", "files", "out", "export_format",
-                                "reset", "user")}
+                                "reset", "keep_local", "user", "giver", "taker")}
     settings = load_settings(cli_values, env_file=env_file)
     for name in sorted(_SECRET_FIELDS & cli_values.keys()):
         # Every local user sees a process's arguments in `ps` (docs/security.md, row 5c).
@@ -183,11 +196,17 @@ def parse_command(argv: Sequence[str], env_file: Optional[str] = ".env") -> Comm
               f"prefer {ENV_PREFIX}{name.upper()} in the environment or .env"
               + (", or --auth-token-file" if name == "auth_token" else ""), file=sys.stderr)
     action = "print-config" if args.print_config else args.action
-    if args.files and action not in ("import", "users"):
-        raise SettingsError(f"unexpected arguments {' '.join(args.files)!r}: only import and users take "
+    if args.files and action not in ("import", "users", "chats"):
+        raise SettingsError(f"unexpected arguments {' '.join(args.files)!r}: only import, users and chats take "
                             "arguments")
     if args.user is not None and action != "import":
         raise SettingsError(f"--user {args.user!r} is for import only (python launch.py import FILE... --user NAME)")
+    for flag, value in (("--from", args.giver), ("--to", args.taker)):
+        if value is not None and action != "chats":
+            raise SettingsError(f"{flag} {value!r} is for chats give only (python launch.py chats give --from NAME "
+                                "--to NAME)")
+    if args.keep_local and action != "users":
+        raise SettingsError("--keep-local is for users add only (python launch.py users add NAME --keep-local)")
     return Command(action=action, settings=settings, as_json=args.json, assume_gpu=tuple(args.assume_gpu),
                    files=tuple(args.files), out=args.out, export_format=args.export_format, reset=args.reset,
-                   user=args.user)
+                   keep_local=args.keep_local, user=args.user, giver=args.giver, taker=args.taker)

@@ -32,6 +32,9 @@ STRINGS: dict[str, dict[str, str]] = {
         "too_many_waiting": "This chat already has {limit} answers running or waiting, so this message was not "
                             "answered. It stays in the chat: edit it to send it again when one has finished.",
         "sanitized": "Control characters were removed from your message.",
+        # the login page: its own line is in .chainlit/translations (auth.login.errors.unauthorized); this one is
+        # the 401's detail, which Chainlit's page also shows in a toast after "Unauthorized: "
+        "login_failed": "wrong name or password; check both and try again",
         # status panel
         "panel_model": "Model",
         "panel_remote": "Remote vLLM server",
@@ -151,6 +154,7 @@ STRINGS: dict[str, dict[str, str]] = {
         "too_many_waiting": "本对话已有 {limit} 个回答正在生成或排队，这条消息未被回答。"
                             "它仍保留在对话中：待其中一个完成后，可编辑它重新发送。",
         "sanitized": "已移除消息中的控制字符。",
+        "login_failed": "用户名或密码错误，请检查后重试",
         "panel_model": "模型",
         "panel_remote": "远程 vLLM 服务",
         "panel_card": "显卡",

@@ -155,6 +155,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             from app.users_command import run_users_command
 
             return run_users_command(command)
+        if command.action == "chats":  # whose chats are whose: no engine needed
+            from app.chats_command import run_chats_command
+
+            return run_chats_command(command)
         plan = make_plan(command)
         if command.action == "print-config":
             answer_end = model_answer_end(model_files_here(command.settings.model))

@@ -94,6 +94,9 @@ def create_app(runtime: Runtime) -> FastAPI:
         from app.chat import keep_forgetting_closed_chats
 
         janitor = asyncio.create_task(keep_forgetting_closed_chats(), name="forget-closed-chats")
+        from app.guards.account_sockets import keep_closing_ended_logins
+
+        ended_logins = asyncio.create_task(keep_closing_ended_logins(runtime.login), name="close-ended-logins")
         watch = runtime.gpu_memory
         sampler = asyncio.create_task(watch.follow(lambda: runtime.host.gate.active > 0, runtime.metrics),
                                       name="gpu-memory-sampler") if watch else None
@@ -101,6 +104,7 @@ def create_app(runtime: Runtime) -> FastAPI:
             yield
         finally:
             janitor.cancel()
+            ended_logins.cancel()
             if sampler:
                 sampler.cancel()
             log.info("shutting down the engine")

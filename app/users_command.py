@@ -8,7 +8,7 @@ from typing import Any
 from app.accounts import MAX_SECRET_CHARS, Accounts, check_secret
 from app.errors import AccountError
 
-USAGE = "usage: python launch.py users add NAME [--reset] | users list | users remove NAME"
+USAGE = "usage: python launch.py users add NAME [--reset] [--keep-local] | users list | users remove NAME"
 
 
 def read_secret(name: str) -> str:
@@ -40,8 +40,12 @@ def run_users_command(command: Any) -> int:
             print(f"removed {name}; their logins end at their next click (their chats stay in the database)")
             return 0
         accounts.check_new(name, replace=command.reset)
-        accounts.add(name, read_secret(name), replace=command.reset)
+        added = accounts.add(name, read_secret(name), replace=command.reset)
         print(f"{'reset' if command.reset else 'added'} {name} in {accounts.path}; the running app sees it "
               "at once")
+        if added.first:  # what was made before users existed would be in nobody's sidebar (issue 35)
+            from app.chats_command import give_first_user_what_exists
+
+            return give_first_user_what_exists(command.settings, name, command.keep_local)
         return 0
     raise AccountError(f"users {' '.join(command.files)!r} is not a users command; {USAGE}")

@@ -2,6 +2,8 @@
 
 - web.py: Host, Origin, body size, /v1 content type, CSP (outermost: refuses before anything reads the body);
 - login.py: login rate limit, logout, logins of removed users; identity.py: who may log in, as whom;
+- login_words.py: a failed login's line in the page's language;
+- account_sockets.py: the chat sockets of removed users (or of a changed secret) closed, their events refused;
 - api_token.py: the Bearer token of /metrics and /v1; local_user.py: the local user's login on loopback;
 - ownership.py: feedback only on one's own chats (Chainlit checks the other routes itself);
 - requests.py: the path, the Bearer token and the one error body every guard uses.
@@ -12,20 +14,25 @@ from typing import Any
 
 from app import telemetry
 from app.documents.limits import upload_body_bytes
-from app.guards import api_token, local_user, login, ownership, web
+from app.guards import account_sockets, api_token, local_user, login, login_words, ownership, web
 from app.guards.identity import LoginMode
 
 
 def install_guards(app, runtime: Any) -> None:
     """Add them to the FastAPI app (``runtime`` is app.runtime.Runtime): the last one added runs first."""
     server_settings = runtime.settings.server
-    if runtime.login.mode is LoginMode.LOCAL and runtime.history is not None:  # the sidebar needs a login
-        app.add_middleware(local_user.LocalUserCookie, identity=runtime.login.local_identity())
+    if runtime.login.start_mode is LoginMode.LOCAL:
+        if runtime.history is not None:  # the sidebar needs a login
+            app.add_middleware(local_user.LocalUserCookie, policy=runtime.login)
+        app.add_middleware(local_user.LoginModeFollower, policy=runtime.login)  # a user added later: the login page
     app.add_middleware(ownership.FeedbackOwnerCheck, history=lambda: runtime.history,
                        root_path=server_settings.root_path)
     app.add_middleware(api_token.ApiTokenCheck, token=server_settings.auth_token,
                        root_path=server_settings.root_path)
+    if runtime.login.has_login_page:  # a failed login in the page's language, not "Unauthorized: credentialssignin"
+        app.add_middleware(login_words.LoginWords, root_path=server_settings.root_path)
     login.install(app, runtime.login, server_settings)
+    account_sockets.install(runtime.login)  # the socket's events, which no HTTP middleware sees
     # Host/Origin/size checks refuse before the login rules or the app see anything.
     web.install(app, server_settings, upload_body_bytes(runtime.settings.chat.max_upload_mb))
     # Outermost: every exception any of them lets out is written to the log file.

@@ -1,10 +1,16 @@
-"""Who may log in to the UI, and as whom; decided once at start from the settings and the users file.
+"""Who may log in to the UI, and as whom: from the settings and the users file, read again as it changes.
 
 - accounts: ``launch.py users add`` made at least one user; each logs in with their own name and secret.
 - token: no users, ``--auth-token`` set: one person. Any name with the token logs in as the same single
   user, so a name can never be claimed by whoever else holds the token (docs/security.md, "Claimed names").
 - local: loopback, no users, no token: the person at this machine, logged in without a login page.
 - open: another address with --insecure-no-auth and no users: nobody is told apart, so no history.
+
+A user added while an app runs in the local or token mode takes over at once (the mode is the users file's, not
+the start's): the login page then asks for a name and that user's secret, and the logins of the local mode or the
+token end. `users add` said "the running app sees it at once" while such an app let anyone in until a restart
+(issue 35 item 6). An app started open (--insecure-no-auth) keeps no history and has no login machinery: it needs
+a restart to ask for logins.
 """
 from __future__ import annotations
 
@@ -49,7 +55,7 @@ class Identity:
 
 @dataclass(frozen=True)
 class LoginPolicy:
-    mode: LoginMode
+    start_mode: LoginMode  # the mode the app started in; ``mode`` is the one in force now
     accounts: Optional[Accounts] = None
     token: Optional[SecretStr] = None
 
@@ -62,11 +68,31 @@ class LoginPolicy:
         if accounts.all():
             return cls(LoginMode.ACCOUNTS, accounts, server.auth_token)
         if server.auth_token is not None:
-            return cls(LoginMode.TOKEN, token=server.auth_token)
-        return cls(LoginMode.LOCAL if server.is_loopback else LoginMode.OPEN)
+            return cls(LoginMode.TOKEN, accounts, server.auth_token)
+        return cls(LoginMode.LOCAL if server.is_loopback else LoginMode.OPEN, accounts)
+
+    @property
+    def mode(self) -> LoginMode:
+        """The mode in force now: accounts as soon as the users file holds a user (its change time is read on each
+        call, the file only when it changed), else the start's."""
+        if self.start_mode in (LoginMode.LOCAL, LoginMode.TOKEN) and self.accounts is not None:
+            try:
+                if self.accounts.all():
+                    return LoginMode.ACCOUNTS
+            except AccountError as err:  # broken while running: nobody logs in until it is fixed
+                log.error("logins refused: %s", err)
+                return LoginMode.ACCOUNTS
+        return self.start_mode
 
     @property
     def has_login_page(self) -> bool:
+        """Whether this run may show the login page: users or a token, or loopback, where a user may be added
+        while it runs. The login rules (app/guards/login.py) and the socket checks are installed for it."""
+        return self.start_mode is not LoginMode.OPEN
+
+    @property
+    def asks_for_login(self) -> bool:
+        """Whether the login page asks for a name and secret now (else the local user is logged in without it)."""
         return self.mode in (LoginMode.ACCOUNTS, LoginMode.TOKEN)
 
     @property
@@ -82,11 +108,12 @@ class LoginPolicy:
         Chainlit's token holds only the user and the second it was made, so two logins in one second were
         the same token, and logging one out ended both."""
         nonce = secrets.token_hex(8)
-        if self.mode is LoginMode.TOKEN and self.token is not None:
+        mode = self.mode
+        if mode is LoginMode.TOKEN and self.token is not None:
             if hmac.compare_digest(secret.encode(), self.token.get_secret_value().encode()):
                 return Identity(LOCAL_USER, {"provider": LoginMode.TOKEN.value, "login": nonce})
             return None
-        if self.mode is LoginMode.ACCOUNTS and self.accounts is not None:
+        if mode is LoginMode.ACCOUNTS and self.accounts is not None:
             try:
                 account = await asyncio.to_thread(self.accounts.check, name, secret)  # ~0.1 s of hashing
             except AccountError as err:
@@ -102,9 +129,10 @@ class LoginPolicy:
         """Whether a login token's claims (its signature is Chainlit's to check) may still be used: made in this
         mode, and for an account, one that still exists with the secret it was made with."""
         metadata = claims.get("metadata") or {}
-        if not isinstance(metadata, dict) or metadata.get("provider") != self.mode.value:
+        mode = self.mode
+        if not isinstance(metadata, dict) or metadata.get("provider") != mode.value:
             return False
-        if self.mode is not LoginMode.ACCOUNTS or self.accounts is None:
+        if mode is not LoginMode.ACCOUNTS or self.accounts is None:
             return True
         try:
             return self.accounts.stamp_of(str(claims.get("identifier", ""))) == metadata.get("stamp")

@@ -4,7 +4,8 @@ that ``import`` reads back).
 ``python launch.py export [--out DIR] [--format md|json]`` writes every chat, one file each (0600), under a
 folder per user; each message carries its stored time. ``python launch.py import FILE...`` reads our JSON
 exports back, and ChatGPT's, Open WebUI's and OpenAI-format chat files (app/history/importers.py reads them);
-a chat already there is left alone, and each file and chat gets one line: imported, skipped or refused.
+a chat already there is left alone (with whose it is, when not whom it was imported for), and each file and
+chat gets one line: imported, skipped or refused.
 The page's download links use the same renderers (app/chat_history.py).
 """
 from __future__ import annotations
@@ -13,13 +14,11 @@ import asyncio
 import json
 import os
 import re
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
-from chainlit.utils import utc_now
 from sqlalchemy import select
 
 from app.accounts import NAME_RULE
@@ -29,8 +28,9 @@ from app.guards.identity import LOCAL_USER, chat_owners
 from app.history.data_layer import HistoryDataLayer, _dumps
 from app.history.database import DatabaseLocation, check_for_reading, prepare_database
 from app.history.importers import EXPORT_FORMAT, PRESETS_FORMAT, ChatReading, ImportRefused, read_chat_file
+from app.history.owners import user_id_of
 from app.history.presets import PresetStore
-from app.history.schema import elements, steps, threads, users
+from app.history.schema import elements, steps, threads
 
 PRESETS_FILE_NAME = "presets.json"
 ROLE_OF_TYPE = {"user_message": "user", "assistant_message": "assistant", "system_message": "system"}
@@ -152,14 +152,15 @@ def write_private(path: Path, text: str) -> None:
 IMPORT_WAIT_S = 60.0
 
 
-async def import_chat(layer: HistoryDataLayer, data: dict) -> bool:
-    """Store one chat as app/history/importers.py reads it (our export's shape); False when a chat with its
-    id is already there."""
-    async def write(conn) -> bool:
-        if (await conn.execute(select(threads.c.id).where(threads.c.id == data["id"]))).first():
-            return False
+async def import_chat(layer: HistoryDataLayer, data: dict) -> Optional[str]:
+    """Store one chat as app/history/importers.py reads it (our export's shape). None when stored; else a chat with
+    its id is already there, and this is whose it is ("" when nobody's)."""
+    async def write(conn) -> Optional[str]:
+        there = (await conn.execute(select(threads.c.user_identifier).where(threads.c.id == data["id"]))).first()
+        if there:
+            return there.user_identifier or ""
         owner = data.get("user")
-        user_id = await _user_id(conn, owner) if owner else None
+        user_id = await user_id_of(conn, owner) if owner else None
         await conn.execute(threads.insert().values(
             id=data["id"], name=data.get("name"), user_id=user_id, user_identifier=owner,
             tags=_dumps(data["tags"]), metadata=_dumps(data["metadata"]),
@@ -171,34 +172,27 @@ async def import_chat(layer: HistoryDataLayer, data: dict) -> bool:
                                                         for_id=element.get("forId"), data=_dumps(element)))
         # Each message's write marks the chat as changed now; it was last changed at its newest message.
         await conn.execute(threads.update().where(threads.c.id == data["id"]).values(updated_at=data["updated_at"]))
-        return True
+        return None
 
     # The command says what became of each chat, so it waits for each; a database locked by the running app is
     # waited for as long as that takes to clear, within a bound.
     return await layer.writer.write(write, "importing a chat", wait=IMPORT_WAIT_S, raise_errors=True)
 
 
-async def _user_id(conn, identifier: str) -> str:
-    found = (await conn.execute(select(users.c.id).where(users.c.identifier == identifier))).first()
-    if found is not None:
-        return found.id
-    user_id = str(uuid.uuid4())
-    await conn.execute(users.insert().values(id=user_id, identifier=identifier, metadata="{}", created_at=utc_now()))
-    return user_id
-
-
 @dataclass
 class ImportReport:
-    """What became of each chat; the command's exit code is 1 when anything was refused."""
+    """What became of each chat; the command's exit code is 1 when anything was refused or did not land where it
+    was asked to (``elsewhere``: a chat with its id is already another user's)."""
 
     imported: int = 0
     there: int = 0
+    elsewhere: int = 0
     refused: int = 0
     files_refused: int = 0
 
     @property
     def chats(self) -> int:
-        return self.imported + self.there + self.refused
+        return self.imported + self.there + self.elsewhere + self.refused
 
 
 class LazyStore:
@@ -303,7 +297,7 @@ async def _import_one(store: LazyStore, chat: ChatReading, report: ImportReport,
         return f"refused: {chat.label}: {owner.refusal(chat.data.get('user'))}"
     chat.data["user"] = user
     try:
-        added = await import_chat(await store.layer(), chat.data)
+        owner_there = await import_chat(await store.layer(), chat.data)
     except HistoryDatabaseError:
         raise  # the database itself: every later chat would fail the same way
     except ErnieChatError as err:
@@ -312,11 +306,19 @@ async def _import_one(store: LazyStore, chat: ChatReading, report: ImportReport,
     except Exception as err:  # noqa: BLE001 - a database error for this chat only (e.g. a clashing message id)
         report.refused += 1
         return f"refused: {chat.label}: the database refused it ({one_line(err)})"
-    if added:
+    if owner_there is None:
         report.imported += 1
         return f"imported: {chat.label}"
-    report.there += 1
-    return f"skipped, already there: {chat.label}"
+    if owner_there == user:
+        report.there += 1
+        return f"skipped, already there: {chat.label}"
+    # The same chat, kept under another name (issue 35: every chat of the local user, after `users add alice`):
+    # a copy would clash with its id, and moving it is for `chats give` to do, said here.
+    report.elsewhere += 1
+    whose = f"{owner_there}'s chat" if owner_there else "a chat of nobody's"
+    move = (f"; `python launch.py chats give --from {owner_there} --to {user}` moves all of {owner_there}'s"
+            if owner_there else "")
+    return f"skipped, already there as {whose}, not {user}'s: {chat.label}{move}"
 
 
 async def _import_presets(store: LazyStore, user: str, saved: dict[str, dict[str, Any]],
@@ -380,10 +382,11 @@ async def _run_import(location: DatabaseLocation, files: list[str], owner: Impor
         report = await import_files(store, files, owner, lambda line: print(line, flush=True))
     finally:
         await store.close()
-    refused = report.refused + report.files_refused
+    not_landed = report.refused + report.files_refused + report.elsewhere
     print(f"imported {report.imported} of {report.chats} chats into {location.shown} ({report.there} already "
-          f"there; refused: {_count(report.refused, 'chat')}, {_count(report.files_refused, 'file')})")
-    return 1 if refused else 0
+          "there" + (f"; {report.elsewhere} already another user's" if report.elsewhere else "")
+          + f"; refused: {_count(report.refused, 'chat')}, {_count(report.files_refused, 'file')})")
+    return 1 if not_landed else 0
 
 
 def _count(n: int, what: str) -> str:

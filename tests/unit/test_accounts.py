@@ -29,10 +29,10 @@ def test_a_user_is_kept_as_a_hash_in_a_private_file(accounts):
 
 
 def test_a_new_secret_changes_the_stamp_and_remove_forgets(accounts):
-    first = accounts.add("alice", "first-secret")
+    first = accounts.add("alice", "first-secret").account
     with pytest.raises(AccountError, match="already exists.*--reset"):
         accounts.add("alice", "second-secret")
-    second = accounts.add("alice", "second-secret", replace=True)
+    second = accounts.add("alice", "second-secret", replace=True).account
     assert first.stamp != second.stamp == accounts.stamp_of("alice")
     accounts.remove("alice")
     assert accounts.stamp_of("alice") is None

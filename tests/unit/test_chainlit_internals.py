@@ -150,3 +150,55 @@ def test_chainlits_own_stop_message_is_the_text_the_app_removes():
     import chainlit.socket
 
     assert f'Message(content="{chainlit_internals.CHAINLIT_STOP_TEXT}")' in inspect.getsource(chainlit.socket)
+
+
+def test_socket_events_after_connect_are_checked_and_a_refused_one_never_reaches_chainlit(monkeypatch):
+    import asyncio
+
+    import chainlit.socket  # noqa: F401 - its handlers
+    from chainlit.server import sio
+
+    handlers = sio.handlers["/"]
+    monkeypatch.setattr(sio, "handlers", {"/": dict(handlers)})
+    reached, closed = [], []
+    original = sio.handlers["/"]["stop"]
+
+    async def stop(sid):
+        reached.append(sid)
+
+    async def disconnect(sid, namespace=None):
+        closed.append(sid)
+
+    sio.handlers["/"]["stop"] = stop
+    monkeypatch.setattr(sio, "disconnect", disconnect)
+    monkeypatch.setattr(chainlit_internals, "_SOCKET_EVENT_CHECK", [lambda sid: True])
+    chainlit_internals.check_chat_socket_events(lambda sid: True)
+    once = dict(sio.handlers["/"])
+    chainlit_internals.check_chat_socket_events(lambda sid: sid == "allowed")  # the latest check wins
+    wrapped = sio.handlers["/"]
+    assert wrapped == once  # and nothing is wrapped twice
+    assert wrapped["connect"] is handlers["connect"] and wrapped["disconnect"] is handlers["disconnect"]
+    assert original is handlers["stop"] and {"client_message", "edit_message", "window_message"} <= set(wrapped)
+    asyncio.run(wrapped["stop"]("allowed"))
+    asyncio.run(wrapped["stop"]("ended"))
+    assert reached == ["allowed"] and closed == ["ended"]
+    assert chainlit_internals.chat_socket_token("no-such-socket") is None
+    assert chainlit_internals.open_chat_sockets() == []
+
+
+def test_the_login_chainlit_offers_follows_the_mode(monkeypatch):
+    from chainlit.config import config
+
+    async def form(username, password):
+        return None
+
+    async def header(headers):
+        return None
+
+    monkeypatch.setattr(config.code, "password_auth_callback", form)
+    monkeypatch.setattr(config.code, "header_auth_callback", header)
+    monkeypatch.setattr(chainlit_internals, "_LOGIN_CALLBACKS", {})
+    chainlit_internals.follow_login_mode(asks_for_login=False)  # no users yet: the local user, no form
+    assert (config.code.password_auth_callback, config.code.header_auth_callback) == (None, header)
+    chainlit_internals.follow_login_mode(asks_for_login=True)  # a user was added: the form, no header login
+    assert (config.code.password_auth_callback, config.code.header_auth_callback) == (form, None)

@@ -82,3 +82,14 @@ def test_import_takes_user_and_no_other_action_does():
     with pytest.raises(SettingsError, match=r"^--user 'alice' is for import only \(python launch.py import FILE\.\.\. "
                                             r"--user NAME\)$"):
         parse_command(["export", "--user", "alice"], env_file=None)
+
+
+def test_chats_give_takes_from_and_to_and_users_add_keep_local_and_no_other_action_does():
+    command = parse_command(["chats", "give", "--from", "local", "--to", "alice"], env_file=None)
+    assert (command.action, command.files, command.giver, command.taker) == ("chats", ("give",), "local", "alice")
+    assert parse_command(["users", "add", "alice", "--keep-local"], env_file=None).keep_local
+    with pytest.raises(SettingsError, match=r"^--to 'alice' is for chats give only \(python launch.py chats give "
+                                            r"--from NAME --to NAME\)$"):
+        parse_command(["import", "x.json", "--to", "alice"], env_file=None)
+    with pytest.raises(SettingsError, match=r"^--keep-local is for users add only"):
+        parse_command(["chats", "list", "--keep-local"], env_file=None)
