@@ -35,7 +35,7 @@ def test_a_bad_database_url_is_one_line():
                                "must start with postgresql+asyncpg:// or sqlite+aiosqlite://")
 
 
-def test_only_import_and_users_take_arguments():
+def test_only_import_users_and_chats_take_arguments():
     assert parse_command(["import", "a.json", "--no-history", "b.json"], env_file=None).files == ("a.json", "b.json")
-    with pytest.raises(SettingsError, match="only import and users take arguments"):
+    with pytest.raises(SettingsError, match="only import, users and chats take arguments"):
         parse_command(["export", "a.json"], env_file=None)
