@@ -176,3 +176,26 @@ async def remove_chainlits_stop_message() -> None:
         if message.content == CHAINLIT_STOP_TEXT:
             await message.remove()
             return
+
+
+# ----- what the page sends over the socket, and chat sharing ----------------------------------------------
+def check_socket_event(event: str, check: Callable[[Any], Any]) -> None:
+    """Run ``check`` on the payload of the page's socket ``event`` before Chainlit's own handler sees it (and
+    stores it): Chainlit registers its handlers on its python-socketio server (``chainlit.server.sio``, handlers
+    kept per namespace in ``sio.handlers``) and takes what the page sends as it is."""
+    from chainlit.server import sio
+
+    handle = sio.handlers["/"][event]
+
+    async def checked(sid: str, payload: Any) -> Any:
+        return await handle(sid, check(payload))
+
+    sio.on(event, checked)
+
+
+def thread_sharing_allowed() -> bool:
+    """``features.allow_thread_sharing`` of .chainlit/config.toml (default false). Chainlit 2.12 reads it only to
+    tell the page whether to show a share button: its share routes work whatever it says."""
+    from chainlit.config import config
+
+    return bool(getattr(config.features, "allow_thread_sharing", False))

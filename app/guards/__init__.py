@@ -4,6 +4,8 @@
 - login.py: login rate limit, logout, logins of removed users; identity.py: who may log in, as whom;
 - api_token.py: the Bearer token of /metrics and /v1; local_user.py: the local user's login on loopback;
 - ownership.py: feedback only on one's own chats (Chainlit checks the other routes itself);
+- sharing.py: Chainlit's share routes refused while sharing is off;
+- page_input.py: what the page sends over the socket with a message (its metadata: nothing of it is kept);
 - requests.py: the path, the Bearer token and the one error body every guard uses.
 """
 from __future__ import annotations
@@ -12,7 +14,7 @@ from typing import Any
 
 from app import telemetry
 from app.documents.limits import upload_body_bytes
-from app.guards import api_token, local_user, login, ownership, web
+from app.guards import api_token, local_user, login, ownership, page_input, sharing, web
 from app.guards.identity import LoginMode
 
 
@@ -21,6 +23,7 @@ def install_guards(app, runtime: Any) -> None:
     server_settings = runtime.settings.server
     if runtime.login.mode is LoginMode.LOCAL and runtime.history is not None:  # the sidebar needs a login
         app.add_middleware(local_user.LocalUserCookie, identity=runtime.login.local_identity())
+    app.add_middleware(sharing.SharingOff, root_path=server_settings.root_path)
     app.add_middleware(ownership.FeedbackOwnerCheck, history=lambda: runtime.history,
                        root_path=server_settings.root_path)
     app.add_middleware(api_token.ApiTokenCheck, token=server_settings.auth_token,
@@ -28,5 +31,6 @@ def install_guards(app, runtime: Any) -> None:
     login.install(app, runtime.login, server_settings)
     # Host/Origin/size checks refuse before the login rules or the app see anything.
     web.install(app, server_settings, upload_body_bytes(runtime.settings.chat.max_upload_mb))
+    page_input.install()  # socket events, checked before Chainlit's handlers (mounted by now) take them
     # Outermost: every exception any of them lets out is written to the log file.
     app.add_middleware(telemetry.ErrorLogMiddleware)
