@@ -27,15 +27,31 @@ def login(app, user: str) -> httpx.Client:
     return client
 
 
-async def send_and_wait(app, client: httpx.Client, thread_id: str, message: dict) -> str:
-    """Send ``message`` (the page's fields, overridden by what is given) down the socket; its finished answer."""
+def upload(client: httpx.Client, session_id: str, name: str, body: bytes) -> str:
+    """A file sent to Chainlit's upload route as the page sends it; its id. The multipart body is written by hand:
+    httpx escapes control characters in a file name, a hostile client need not."""
+    boundary = uuid.uuid4().hex
+    form = (f'--{boundary}\r\nContent-Disposition: form-data; name="file"; filename="{name}"\r\n'
+            f"Content-Type: text/plain\r\n\r\n").encode() + body + f"\r\n--{boundary}--\r\n".encode()
+    answer = client.post("/project/file", params={"session_id": session_id}, content=form,
+                         headers={"Content-Type": f"multipart/form-data; boundary={boundary}"})
+    assert answer.status_code == 200, answer.text
+    return answer.json()["id"]
+
+
+async def send_and_wait(app, client: httpx.Client, thread_id: str, message: dict,
+                        files: tuple[tuple[str, bytes], ...] = ()) -> str:
+    """Send ``message`` (the page's fields, overridden by what is given) down the socket, with ``files`` (name,
+    contents) uploaded first; its finished answer."""
     events: list = []
-    sio = await socket_connect(app, client, thread_id, events)
+    session_id = str(uuid.uuid4())
+    sio = await socket_connect(app, client, thread_id, events, session_id=session_id)
     try:
+        references = [{"id": upload(client, session_id, name, body)} for name, body in files]
         await sio.emit("client_message", {"message": {
             "id": str(uuid.uuid4()), "threadId": thread_id, "type": "user_message", "name": "alice",
             "output": "what is in the file?", "createdAt": time.strftime("%Y-%m-%dT%H:%M:%S.000Z", time.gmtime()),
-            "metadata": {"location": app.url}, **message}, "fileReferences": []})
+            "metadata": {"location": app.url}, **message}, "fileReferences": references})
         deadline = time.monotonic() + 180
         while time.monotonic() < deadline:
             answer = finished_answer(events)
@@ -110,3 +126,13 @@ def test_sharing_is_off_for_real_on_chainlits_share_routes(two_users):
         for reader in (bob, nobody, alice):
             seen = reader.get(f"/project/share/{thread}")
             assert seen.status_code == 404 and "alices private notes" not in seen.text, seen.text
+
+
+def test_a_file_name_with_a_nul_keeps_its_document_link(two_users):
+    """N17: a file named with a NUL (or another control character) broke that file's document link."""
+    alice = two_users["alice"]
+    thread, message_id = str(uuid.uuid4()), str(uuid.uuid4())
+    asyncio.run(send_and_wait(two_users["app"], alice, thread, {"id": message_id, "output": "the code?"},
+                              files=(('notes\x00\x1b\x7f"\\.txt', b"the code is 4711"),)))
+    link = alice.get(f"/history/chats/{thread}/documents/{message_id}/0")
+    assert link.status_code == 200 and link.text == "the code is 4711", link.text
