@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from chainlit.utils import utc_now
-from sqlalchemy import select
+from sqlalchemy import func, select
 
 from app.accounts import NAME_RULE
 from app.documents.prompt import documents_of
@@ -28,6 +28,7 @@ from app.errors import ErnieChatError, HistoryDatabaseError, SettingsError, one_
 from app.guards.identity import LOCAL_USER, chat_owners
 from app.history.data_layer import HistoryDataLayer, _dumps
 from app.history.database import DatabaseLocation, check_for_reading, prepare_database
+from app.history.import_ids import file_ids, with_own_ids
 from app.history.importers import EXPORT_FORMAT, PRESETS_FORMAT, ChatReading, ImportRefused, read_chat_file
 from app.history.presets import PresetStore
 from app.history.schema import elements, steps, threads, users
@@ -152,12 +153,15 @@ def write_private(path: Path, text: str) -> None:
 IMPORT_WAIT_S = 60.0
 
 
-async def import_chat(layer: HistoryDataLayer, data: dict) -> bool:
-    """Store one chat as app/history/importers.py reads it (our export's shape); False when a chat with its
-    id is already there."""
-    async def write(conn) -> bool:
-        if (await conn.execute(select(threads.c.id).where(threads.c.id == data["id"]))).first():
-            return False
+async def import_chat(layer: HistoryDataLayer, chat: dict) -> Optional[int]:
+    """Store one chat as app/history/importers.py reads it (our export's shape); the number of its messages now in
+    the database, or None when a chat with its id is already there."""
+    async def write(conn) -> Optional[int]:
+        if (await conn.execute(select(threads.c.id).where(threads.c.id == chat["id"]))).first():
+            return None
+        step_ids, element_ids = file_ids(chat)
+        data = with_own_ids(chat, await _taken(conn, steps.c.id, step_ids),
+                            await _taken(conn, elements.c.id, element_ids))
         owner = data.get("user")
         user_id = await _user_id(conn, owner) if owner else None
         await conn.execute(threads.insert().values(
@@ -171,11 +175,22 @@ async def import_chat(layer: HistoryDataLayer, data: dict) -> bool:
                                                         for_id=element.get("forId"), data=_dumps(element)))
         # Each message's write marks the chat as changed now; it was last changed at its newest message.
         await conn.execute(threads.update().where(threads.c.id == data["id"]).values(updated_at=data["updated_at"]))
-        return True
+        # What the command reports is what was written, counted, not what the file held.
+        return (await conn.execute(select(func.count()).select_from(steps)
+                                   .where(steps.c.thread_id == data["id"]))).scalar_one()
 
     # The command says what became of each chat, so it waits for each; a database locked by the running app is
     # waited for as long as that takes to clear, within a bound.
     return await layer.writer.write(write, "importing a chat", wait=IMPORT_WAIT_S, raise_errors=True)
+
+
+async def _taken(conn, column, ids: list[str]) -> set[str]:
+    """Which of ``ids`` the database already holds in ``column`` (asked in slices: SQLite bounds a statement's
+    parameters)."""
+    found: set[str] = set()
+    for start in range(0, len(ids), 500):
+        found.update((await conn.execute(select(column).where(column.in_(ids[start:start + 500])))).scalars())
+    return found
 
 
 async def _user_id(conn, identifier: str) -> str:
@@ -303,7 +318,7 @@ async def _import_one(store: LazyStore, chat: ChatReading, report: ImportReport,
         return f"refused: {chat.label}: {owner.refusal(chat.data.get('user'))}"
     chat.data["user"] = user
     try:
-        added = await import_chat(await store.layer(), chat.data)
+        written = await import_chat(await store.layer(), chat.data)
     except HistoryDatabaseError:
         raise  # the database itself: every later chat would fail the same way
     except ErnieChatError as err:
@@ -312,11 +327,11 @@ async def _import_one(store: LazyStore, chat: ChatReading, report: ImportReport,
     except Exception as err:  # noqa: BLE001 - a database error for this chat only (e.g. a clashing message id)
         report.refused += 1
         return f"refused: {chat.label}: the database refused it ({one_line(err)})"
-    if added:
-        report.imported += 1
-        return f"imported: {chat.label}"
-    report.there += 1
-    return f"skipped, already there: {chat.label}"
+    if written is None:
+        report.there += 1
+        return f"skipped, already there: {chat.label}"
+    report.imported += 1
+    return f"imported: {chat.label}, {_count(written, 'message')}"
 
 
 async def _import_presets(store: LazyStore, user: str, saved: dict[str, dict[str, Any]],

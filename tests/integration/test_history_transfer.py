@@ -137,13 +137,56 @@ def test_import_reports_each_file_and_chat_and_a_bad_file_never_stops_the_others
         f"{notes}: refused: not a chat file this import reads (ernie-chat JSON export, ChatGPT conversations.json, "
         'Open WebUI export, or {"messages": [...]})',
         f"{deep}: refused: nested deeper than 100 levels",
-        f"{no_steps}: ernie-chat export, 1 chat", '  imported: chat 1 "Kept"',
-        f"{chatgpt}: ChatGPT export, 2 chats", '  imported: chat 1 "From ChatGPT"',
+        f"{no_steps}: ernie-chat export, 1 chat", '  imported: chat 1 "Kept", 2 messages',
+        f"{chatgpt}: ChatGPT export, 2 chats", '  imported: chat 1 "From ChatGPT", 2 messages',
         '  refused: chat 2 "Broken": its mapping holds no messages',
         f"imported 2 of 3 chats into {tmp_path / 'db' / 'chats.db'} (0 already there; refused: 1 chat, 2 files)"]
     again = launch("import", "--data-dir", str(tmp_path / "db"), str(no_steps), str(chatgpt))
     assert again.stdout.splitlines()[1] == '  skipped, already there: chat 1 "Kept"'
     assert again.returncode == 1  # the broken chat is still refused
+
+
+def our_chat_file(folder, chat_id: str, step_ids: list[str], for_id: str = "") -> str:
+    """Our export of one chat whose messages have the ids given (a question, an answer, ...), and an element on
+    the message ``for_id``."""
+    steps = [{"id": step_id, "type": "user_message" if n % 2 == 0 else "assistant_message",
+              "output": f"{chat_id} message {n}", "createdAt": f"2026-12-03T10:00:0{n}.000Z",
+              "parentId": step_ids[n - 1] if n else None} for n, step_id in enumerate(step_ids)]
+    path = folder / f"{chat_id}.json"
+    path.write_text(json.dumps({"format": "ernie-chat/chat-v1", "id": chat_id, "name": chat_id, "user": "local",
+                                "steps": steps, "elements": [{"id": "element-1", "forId": for_id,
+                                                              "name": "notes.txt"}] if for_id else []}))
+    return str(path)
+
+
+def test_import_gives_clashing_and_repeated_message_ids_ids_of_their_own(tmp_path):
+    """N14 (issue 36): import said "imported" while the database kept one row per message id: a chat whose ids
+    another chat had kept 0 of 2 messages, and one with repeated ids 3 of 4."""
+    import sqlite3
+
+    data = tmp_path / "db"
+    first = our_chat_file(tmp_path, "chat-a", ["m1", "m2"], for_id="m2")
+    assert launch("import", "--data-dir", str(data), first).returncode == 0
+    clashing = our_chat_file(tmp_path, "chat-b", ["m1", "m2"], for_id="m2")
+    repeated = our_chat_file(tmp_path, "chat-c", ["d1", "d1", "d2", "d2"])
+    result = launch("import", "--data-dir", str(data), clashing, repeated)
+    assert result.returncode == 0, result.stdout
+    assert [line for line in result.stdout.splitlines() if "imported:" in line] == [
+        '  imported: chat 1 "chat-b", 2 messages', '  imported: chat 1 "chat-c", 4 messages']
+    with sqlite3.connect(data / "chats.db") as conn:
+        def chat(chat_id: str) -> list[tuple]:
+            return conn.execute("select id, json_extract(data, '$.output'), json_extract(data, '$.parentId') "
+                                "from steps where thread_id = ? order by position", (chat_id,)).fetchall()
+
+        assert [(i, text) for i, text, _ in chat("chat-a")] == [("m1", "chat-a message 0"), ("m2", "chat-a message 1")]
+        for chat_id, count in (("chat-b", 2), ("chat-c", 4)):
+            kept = chat(chat_id)
+            assert [text for _, text, _ in kept] == [f"{chat_id} message {n}" for n in range(count)]
+            assert len({i for i, _, _ in kept}) == count
+        b1, b2 = chat("chat-b")
+        assert b2[2] == b1[0] != "m1"  # its answer's parent is its own question, under the new id
+        elements = dict(conn.execute("select thread_id, for_id from elements").fetchall())
+        assert elements == {"chat-a": "m2", "chat-b": b2[0]}
 
 
 def test_import_refuses_what_is_not_a_chat_file_and_writes_nothing(tmp_path):
@@ -317,7 +360,8 @@ def test_import_user_puts_another_apps_chat_in_that_users_sidebar(tiny_model_dir
     assert nobody.returncode == 2 and nobody.stdout == ""
     assert nobody.stderr.splitlines() == ["error: invalid --user 'carol': chats can be imported for alice, bob"]
     owned = launch("import", "--data-dir", str(data), "--user", "alice", export)
-    assert owned.returncode == 0 and '  imported: chat 1 "The keeper"' in owned.stdout.splitlines(), owned.stdout
+    assert owned.returncode == 0 and '  imported: chat 1 "The keeper", 4 messages' in owned.stdout.splitlines(), \
+        owned.stdout
     app = LaunchedApp(tiny_model_dir, tmp_path, "--data-dir", str(data))
     try:
         app.wait_http()  # the sidebar's list needs the database and a login, not the engine
