@@ -410,3 +410,55 @@ def test_a_chat_imported_from_chatgpt_resumes_with_its_turns_in_the_engine_promp
     assert len(resumed) == 1 and [s["output"] for s in resumed[0]["steps"]] == [t for _, t in turns]
     prompt = int(re.search(r"prompt (\d+) tokens", answer).group(1))
     assert prompt == after - before == expected, (prompt, after - before, expected)
+
+
+def test_an_imported_chats_metadata_brings_only_its_settings_and_the_chat_answers(tiny_model_dir, tmp_path):
+    """N15 (issue 36): an imported chat's metadata went into the session whole when the chat was opened: one whose
+    metadata said ``answer_tasks: [1, 2, 3]`` refused every message ("already has 3 answers running"), and
+    ``is_shared`` opened it to others. Now each field is checked; only the settings panel's values are kept."""
+    import sqlite3
+
+    import httpx
+
+    from tests.helpers import finished_answer, running_app, socket_connect
+
+    hostile = {"answer_tasks": [1, 2, 3], "is_shared": True, "shared_at": "2026-12-01", "history_warned": True,
+               "regenerate_action": {"name": "regenerate"}, "env": {"KEY": "x"},
+               "chat_settings": {"system_prompt": "be brief", "temperature": "hot", "top_p": 0.5, "max_tokens": True,
+                                 "unknown": 1}}
+    path = tmp_path / "hostile.json"
+    path.write_text(json.dumps({"format": "ernie-chat/chat-v1", "id": "hostile-chat", "name": "Hostile",
+                                "user": "local", "metadata": hostile,
+                                "messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}]}))
+    data = tmp_path / "data"
+    assert launch("import", "--data-dir", str(data), str(path)).returncode == 0
+    with sqlite3.connect(data / "chats.db") as conn:
+        stored = json.loads(conn.execute("select metadata from threads where id = 'hostile-chat'").fetchone()[0])
+    assert stored == {"chat_settings": {"system_prompt": "be brief", "top_p": 0.5}}
+
+    async def ask(app, client) -> str:
+        events: list = []
+        sio = await socket_connect(app, client, "hostile-chat", events)
+        try:
+            deadline = time.monotonic() + 60
+            while not any(name == "resume_thread" for name, _ in events):
+                assert time.monotonic() < deadline, f"not resumed; events: {[e for e, _ in events]}"
+                await asyncio.sleep(0.1)
+            await sio.emit("client_message", {"message": {
+                "id": str(uuid.uuid4()), "threadId": "hostile-chat", "type": "user_message", "name": "local",
+                "output": "still there?", "createdAt": time.strftime("%Y-%m-%dT%H:%M:%S.000Z", time.gmtime())},
+                "fileReferences": []})
+            while (answer := finished_answer(events)) is None:
+                said = [d.get("output", "") for n, d in events if n == "new_message" and isinstance(d, dict)]
+                assert not any("answers running or waiting" in text for text in said), said
+                assert time.monotonic() < deadline + 60, f"no answer; events: {[e for e, _ in events][-10:]}"
+                await asyncio.sleep(0.1)
+            return answer
+        finally:
+            await sio.disconnect()
+
+    with running_app(tiny_model_dir, tmp_path, "--data-dir", str(data), "--max-tokens", "16") as app, \
+            httpx.Client(base_url=app.url, timeout=30) as client:
+        client.get("/")  # the page logs the local user in (a cookie)
+        assert "prompt" in asyncio.run(ask(app, client))
+        assert client.get("/project/share/hostile-chat").status_code == 404
