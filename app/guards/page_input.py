@@ -6,13 +6,14 @@ the uploaded files, ``kind``/``footer``/``partial`` on its own answers), so noth
 socket message once carried a 900,000-character "document" without any upload (kept in the chat and served as its
 document link), and another 20,000 tiny ones, whose notices filled the history writer's queue until other users'
 writes were dropped (issue 36, N12 and N1). The page's own messages carry only ``{"location": <its URL>}``,
-which nothing reads.
+which nothing reads. The settings panel's changes are checked the same way (install).
 """
 from __future__ import annotations
 
 from typing import Any
 
 from app.chainlit_internals import check_socket_event
+from app.history.chat_metadata import typed_settings
 
 # What a page's message may be: the page sends every message as the user's (Chainlit's other step types are the
 # server's: an answer sent as one would be stored as the model's).
@@ -29,5 +30,8 @@ def checked_message(payload: Any) -> Any:
 
 
 def install() -> None:
-    """Check every message the page sends before Chainlit stores it or the app answers it."""
+    """Check every message, and every change of the settings panel, the page sends before Chainlit stores it or
+    the app uses it. Chainlit copies a settings change into the chat's session key by key (saved with the chat):
+    only the panel's own values, each of its type, are taken."""
     check_socket_event("client_message", checked_message)
+    check_socket_event("chat_settings_change", typed_settings)

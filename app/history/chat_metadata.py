@@ -21,8 +21,10 @@ def _number(value: Any) -> bool:
 
 
 # The type of each of the panel's settings (PRESET_KEYS, as presets keep them).
+# Numbers of either kind: the panel's sliders keep floats (an answer length of 512.0), the sampling rules make the
+# length whole and bring each value into its range.
 SETTING_TYPES = {"system_prompt": lambda v: isinstance(v, str), "temperature": _number, "top_p": _number,
-                 "max_tokens": lambda v: isinstance(v, int) and not isinstance(v, bool)}
+                 "max_tokens": _number}
 
 
 def typed_settings(settings: Any) -> dict[str, Any]:

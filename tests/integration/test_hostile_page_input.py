@@ -136,3 +136,37 @@ def test_a_file_name_with_a_nul_keeps_its_document_link(two_users):
                               files=(('notes\x00\x1b\x7f"\\.txt', b"the code is 4711"),)))
     link = alice.get(f"/history/chats/{thread}/documents/{message_id}/0")
     assert link.status_code == 200 and link.text == "the code is 4711", link.text
+
+
+def test_a_settings_change_from_the_page_keeps_only_the_panels_typed_values(two_users):
+    """N12: what the page sends is session state too: a settings change was copied into the chat's session key by
+    key and saved with the chat (an unknown key, a flag, a temperature of "hot" that broke the panel on reopening)."""
+    app, alice, db = two_users["app"], two_users["alice"], two_users["db"]
+    thread = str(uuid.uuid4())
+
+    async def run() -> dict:
+        events: list = []
+        sio = await socket_connect(app, alice, thread, events)
+        try:
+            await sio.emit("client_message", {"message": {
+                "id": str(uuid.uuid4()), "threadId": thread, "type": "user_message", "name": "alice", "output": "hi",
+                "createdAt": time.strftime("%Y-%m-%dT%H:%M:%S.000Z", time.gmtime())}, "fileReferences": []})
+            while finished_answer(events) is None:
+                await asyncio.sleep(0.1)
+            await sio.emit("chat_settings_change", {"system_prompt": "be brief", "temperature": "hot", "top_p": 0.5,
+                                                    "answer_tasks": [1, 2, 3], "is_shared": True})
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:
+                with sqlite3.connect(db) as conn:
+                    row = conn.execute("select metadata from threads where id = ?", (thread,)).fetchone()
+                settings = (json.loads(row[0]) if row else {}).get("chat_settings") or {}
+                if settings.get("system_prompt") == "be brief":
+                    return settings
+                await asyncio.sleep(0.2)
+            raise AssertionError("the settings change was never saved")
+        finally:
+            await sio.disconnect()
+
+    saved = asyncio.run(run())
+    assert "answer_tasks" not in saved and "is_shared" not in saved and saved.get("temperature") != "hot", saved
+    assert saved["top_p"] == 0.5 and saved["max_tokens"] == 16  # the panel's own values stay (16.0 from its slider)

@@ -2,7 +2,7 @@
 as pure rules; tests/integration/test_hostile_page_input.py drives both through a launched app."""
 import pytest
 
-from app.guards.page_input import checked_message
+from app.guards.page_input import checked_message, install
 from app.guards.sharing import is_share_route
 
 
@@ -30,3 +30,11 @@ def test_a_payload_of_another_shape_is_left_for_chainlit_to_refuse(payload):
 ])
 def test_the_share_routes_are_chainlits_two(method, path, refused):
     assert is_share_route(method, path) is refused
+
+
+def test_both_events_the_page_sends_data_with_are_checked(monkeypatch):
+    checked = {}
+    monkeypatch.setattr("app.guards.page_input.check_socket_event", lambda event, check: checked.update({event: check}))
+    install()
+    assert set(checked) == {"client_message", "chat_settings_change"}
+    assert checked["chat_settings_change"]({"temperature": "hot", "top_p": 0.5, "is_shared": True}) == {"top_p": 0.5}
