@@ -62,6 +62,21 @@ def test_x_forwarded_for_is_believed_only_from_the_allowed_proxy(app):
     assert relayed == [401] * 5
 
 
+def test_x_forwarded_proto_is_believed_only_from_the_allowed_proxy(app):
+    """Behind nginx with HTTPS the page's origin is https://...: the socket's Origin check matches it only when the
+    app believes the proxy's X-Forwarded-Proto (docs/deploy.md: --forwarded-allow-ips 127.0.0.1)."""
+    host = app.url.removeprefix("http://")
+    headers = {"Origin": f"https://{host}", "X-Forwarded-Proto": "https"}
+
+    async def handshake(address: str) -> int:  # engine.io's first request, as the page opens the chat socket
+        async with client_from(app, address) as client:
+            return (await client.get("/ws/socket.io/", params={"EIO": "4", "transport": "polling"},
+                                     headers=headers)).status_code
+
+    assert asyncio.run(handshake(PROXY)) == 200
+    assert asyncio.run(handshake("127.0.1.3")) == 403  # anyone else claiming https is not believed
+
+
 async def flood(app, addresses: list[str], until: float) -> int:
     """Wrong secrets from each address, four at a time each, until ``until``; how many were sent."""
     sent = 0
