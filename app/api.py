@@ -38,6 +38,11 @@ if TYPE_CHECKING:
     from openai.types import CompletionUsage
 
 MODEL_ID = "ernie-chat"
+# vLLM's own range for a seed (its OpenAI server's: a 64-bit signed integer). Past it the engine request failed
+# inside vLLM and /v1 gave a plain-text 500 with tracebacks (issue 36, N16).
+SEED_LOW, SEED_HIGH = -2**63, 2**63 - 1
+# pydantic's error types for a number outside a field's bounds: these name the whole allowed range instead.
+_OUT_OF_RANGE = {"greater_than_equal", "less_than_equal", "greater_than", "less_than"}
 _T, _P, _N = (API_SAMPLING_BOUNDS[k] for k in ("temperature", "top_p", "max_tokens"))
 
 
@@ -56,7 +61,7 @@ class ChatRequest(BaseModel):
     max_tokens: Optional[int] = Field(None, ge=_N.low, le=_N.high)
     temperature: Optional[float] = Field(None, ge=_T.low, le=_T.high)
     top_p: Optional[float] = Field(None, ge=_P.low, le=_P.high)
-    seed: Optional[int] = None
+    seed: Optional[int] = Field(None, ge=SEED_LOW, le=SEED_HIGH)
     stream: bool = False
     stream_options: Optional[StreamOptions] = None
 
@@ -79,7 +84,23 @@ def parse_request(body: Any, max_messages: int) -> ChatRequest:
         return ChatRequest.model_validate(body)
     except ValidationError as err:
         first = err.errors()[0]
-        raise BadRequestError(f"{'.'.join(str(x) for x in first['loc']) or 'body'}: {first['msg']}") from None
+        where = ".".join(str(x) for x in first["loc"]) or "body"
+        allowed = _allowed_range(first)
+        if allowed is not None:
+            got = str(first["input"])
+            got = got if len(got) <= 40 else f"{got[:20]}... ({len(got):,} characters)"  # a line, not a page
+            raise BadRequestError(f"{where}: {allowed}; got {got}") from None
+        raise BadRequestError(f"{where}: {first['msg']}") from None
+
+
+def _allowed_range(error: dict[str, Any]) -> Optional[str]:
+    """"from LOW to HIGH" for a top-level field whose value is outside its bounds (None for any other error)."""
+    field = ChatRequest.model_fields.get(str(error["loc"][0])) if len(error["loc"]) == 1 else None
+    if error["type"] not in _OUT_OF_RANGE or field is None:
+        return None
+    low = next((rule.ge for rule in field.metadata if hasattr(rule, "ge")), None)
+    high = next((rule.le for rule in field.metadata if hasattr(rule, "le")), None)
+    return None if low is None or high is None else f"must be from {low} to {high}"
 
 
 def build_router() -> APIRouter:

@@ -253,3 +253,26 @@ def follow_login_mode(asks_for_login: bool) -> None:
             _LOGIN_CALLBACKS[name] = getattr(code, name)
     code.password_auth_callback = _LOGIN_CALLBACKS.get("password_auth_callback") if asks_for_login else None
     code.header_auth_callback = None if asks_for_login else _LOGIN_CALLBACKS.get("header_auth_callback")
+
+
+# ----- what the page sends over the socket, and chat sharing ----------------------------------------------
+def check_socket_event(event: str, check: Callable[[Any], Any]) -> None:
+    """Run ``check`` on the payload of the page's socket ``event`` before Chainlit's own handler sees it (and
+    stores it): Chainlit registers its handlers on its python-socketio server (``chainlit.server.sio``, handlers
+    kept per namespace in ``sio.handlers``) and takes what the page sends as it is."""
+    from chainlit.server import sio
+
+    handle = sio.handlers["/"][event]
+
+    async def checked(sid: str, payload: Any) -> Any:
+        return await handle(sid, check(payload))
+
+    sio.on(event, checked)
+
+
+def thread_sharing_allowed() -> bool:
+    """``features.allow_thread_sharing`` of .chainlit/config.toml (default false). Chainlit 2.12 reads it only to
+    tell the page whether to show a share button: its share routes work whatever it says."""
+    from chainlit.config import config
+
+    return bool(getattr(config.features, "allow_thread_sharing", False))

@@ -45,6 +45,7 @@ from app.documents.prompt import DOCUMENTS, Fit, apply, documents_of, fit_docume
 from app.engine_protocol import Sampling
 from app.engine_status import EngineState
 from app.errors import EngineUnavailable, PromptTooLongError, RequestRefused
+from app.history.chat_metadata import typed_settings
 from app.history.presets import PresetStore
 from app.i18n import STARTERS, t
 from app.markdown_nesting import limit_nesting
@@ -403,7 +404,9 @@ async def _run_tracked(work: Coroutine[Any, Any, None]) -> None:
     # Chainlit's edit path (and an action) does not register its task, so Stop found nothing to cancel.
     task = asyncio.current_task()
     make_stoppable(task)
-    running: set[asyncio.Task] = cl.user_session.get("answer_tasks") or set()
+    running = cl.user_session.get("answer_tasks")
+    if not isinstance(running, set):  # none yet, or a resumed chat's stored session said something else
+        running = set()
     if len(running) >= MAX_ANSWERS_PER_CHAT:
         work.close()
         await notice(t(_language(), "too_many_waiting", limit=MAX_ANSWERS_PER_CHAT))
@@ -431,7 +434,7 @@ async def keep_forgetting_closed_chats(every_s: float = 60.0) -> None:
 async def _send_settings(rt: Runtime, values: dict[str, Any]) -> dict[str, Any]:
     """The settings panel with ``values`` (the defaults where one is missing); returns what it holds."""
     defaults = chat_defaults(rt.settings.chat, rt.generation_defaults, rt.max_model_len)
-    initial = {**defaults, **{k: v for k, v in values.items() if k in defaults}}
+    initial = {**defaults, **typed_settings(values)}  # a stored or sent value of another type is not drawn
     language = _language()
     top_p, max_tokens = SAMPLING_BOUNDS["top_p"], SAMPLING_BOUNDS["max_tokens"]
     temperature = SAMPLING_BOUNDS["temperature"]

@@ -92,12 +92,21 @@ async def store_before_answer(message: cl.Message) -> None:
         log.warning("could not store the message before answering: %s", err)
 
 
-def _attachment(name: str) -> str:
-    # HTTP headers are Latin-1: an ASCII name for old clients, the real (maybe Chinese) one per RFC 6266.
+def _without_controls(name: str) -> str:
+    """A file's name without control characters (C0, DEL, C1): an uploaded or imported name may hold any."""
+    return "".join(c for c in name if not (ord(c) < 0x20 or 0x7F <= ord(c) < 0xA0))
+
+
+def attachment(name: str) -> str:
+    """The Content-Disposition of a download named ``name``. Headers are Latin-1 without control characters: a NUL
+    in a file's name made its document link a dropped connection (uvicorn refuses the header; issue 36, N17). An
+    ASCII name for old clients (anything else, quotes and backslashes too, as "_"), the real (maybe Chinese) one per
+    RFC 6266, percent-encoded."""
     from urllib.parse import quote
 
-    fallback = name.encode("ascii", "replace").decode().replace("?", "_")
-    return f"attachment; filename=\"{fallback}\"; filename*=UTF-8''{quote(name)}"
+    shown = _without_controls(name) or "download"
+    fallback = "".join(c if " " <= c <= "~" and c not in '"\\' else "_" for c in shown)
+    return f"attachment; filename=\"{fallback}\"; filename*=UTF-8''{quote(shown, safe='')}"
 
 
 def history_router() -> APIRouter:
@@ -131,7 +140,7 @@ def history_router() -> APIRouter:
         body = to_json(thread) if fmt == "json" else to_markdown(thread)
         media = "application/json" if fmt == "json" else "text/markdown"
         return Response(body, media_type=f"{media}; charset=utf-8",
-                        headers={"Content-Disposition": _attachment(file_name(thread, fmt))})
+                        headers={"Content-Disposition": attachment(file_name(thread, fmt))})
 
     @router.get("/history/chats/{thread_id}/documents/{step_id}/{index}")
     async def document_text(thread_id: str, step_id: str, index: int,
@@ -147,6 +156,6 @@ def history_router() -> APIRouter:
             return error_response(NotFoundError("no such document"))
         document = documents[index]
         return Response(document.get("text", ""), media_type="text/plain; charset=utf-8",
-                        headers={"Content-Disposition": _attachment(f"{document.get('name', 'document')}.txt")})
+                        headers={"Content-Disposition": attachment(f"{document.get('name', 'document')}.txt")})
 
     return router

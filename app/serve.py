@@ -61,6 +61,11 @@ def serve(settings: AppSettings, plan: EnginePlan, launched_at: float) -> int:
         runtime.host.add_listener(BrowserOpener(_public_url(settings)))
     server = uvicorn.Server(uvicorn.Config(create_app(runtime), host=settings.server.host, port=settings.server.port,
                                            log_level="warning", root_path=settings.server.root_path,
+                                           # X-Forwarded-For only from --forwarded-allow-ips (uvicorn believed
+                                           # 127.0.0.1 by default: any local program could claim any address
+                                           # and dodge the login limit; issue 36, N3).
+                                           proxy_headers=settings.server.proxies_trusted,
+                                           forwarded_allow_ips=settings.server.forwarded_allow_ips or None,
                                            # Open answers get 2 s to finish on a signal: with the
                                            # engine's shutdown and reaping, the exit stays within 5 s.
                                            timeout_graceful_shutdown=2))

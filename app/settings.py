@@ -6,6 +6,7 @@ variables, a ``.env`` file, the defaults below. Engine overrides keep vLLM's own
 """
 from __future__ import annotations
 
+import ipaddress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, Optional
@@ -103,6 +104,11 @@ class ServerSettings(BaseSettings):
                                 "bigger ones get 413 before they are read. Raise it with --max-message-chars.")
     login_lifetime: int = Field(12 * 3600, ge=60, le=30 * 86400, description="Seconds a UI login stays valid "
                                 "(with --auth-token); logging out ends it at once.")
+    forwarded_allow_ips: str = Field("", description="Reverse proxies whose X-Forwarded-For and X-Forwarded-Proto "
+                                     "are believed, comma-separated addresses or networks (uvicorn's rule; * for "
+                                     "any), e.g. 127.0.0.1 behind nginx on this machine. Default: none, so the "
+                                     "client's address is its connection's and a local program cannot claim "
+                                     "others to dodge the login limit.")
 
     @field_validator("root_path")
     @classmethod
@@ -111,6 +117,24 @@ class ServerSettings(BaseSettings):
         if value and not value.startswith("/"):
             raise ValueError("must start with '/', e.g. /chat")
         return value
+
+    @field_validator("forwarded_allow_ips")
+    @classmethod
+    def _proxy_addresses(cls, value: str) -> str:
+        # uvicorn keeps a malformed entry as a name that never matches: a typo would silently trust nobody.
+        entries = [entry.strip() for entry in value.split(",") if entry.strip()]
+        for entry in entries:
+            if entry != "*":
+                try:
+                    ipaddress.ip_network(entry, strict=False)
+                except ValueError:
+                    raise ValueError(f"{entry!r} is not an IP address or network (e.g. 127.0.0.1, 10.0.0.0/8, "
+                                     "or * for any)") from None
+        return ",".join(entries)
+
+    @property
+    def proxies_trusted(self) -> bool:
+        return bool(self.forwarded_allow_ips)
 
     @field_validator("auth_token")
     @classmethod

@@ -328,9 +328,11 @@ def running_requests(app):
     return metric_value(get(app.url + "/metrics")[1], "vllm:num_requests_running")
 
 
-async def socket_connect(app, client: httpx.Client, thread_id: str, events: list) -> socketio.AsyncClient:
+async def socket_connect(app, client: httpx.Client, thread_id: str, events: list,
+                         session_id: Optional[str] = None) -> socketio.AsyncClient:
     """Chainlit's chat socket, opened as the page opens it (socket.io, the login cookie of ``client``, or its
-    Authorization header where it has one); what the app sends lands in ``events`` as (name, data)."""
+    Authorization header where it has one); what the app sends lands in ``events`` as (name, data). Files are
+    uploaded to the session ``session_id`` (POST /project/file?session_id=...)."""
     import socketio
 
     sio = socketio.AsyncClient(reconnection=False)
@@ -341,7 +343,7 @@ async def socket_connect(app, client: httpx.Client, thread_id: str, events: list
         sio.on(name, (lambda n: lambda data=None: events.append((n, data)))(name))
     await sio.connect(app.url, socketio_path="/ws/socket.io", transports=["websocket"],
                       headers=headers,
-                      auth={"sessionId": str(uuid.uuid4()), "threadId": thread_id, "clientType": "webapp",
+                      auth={"sessionId": session_id or str(uuid.uuid4()), "threadId": thread_id, "clientType": "webapp",
                             "userEnv": "{}"}, wait_timeout=20)
     await sio.emit("connection_successful")
     return sio

@@ -6,6 +6,8 @@
 - account_sockets.py: the chat sockets of removed users (or of a changed secret) closed, their events refused;
 - api_token.py: the Bearer token of /metrics and /v1; local_user.py: the local user's login on loopback;
 - ownership.py: feedback only on one's own chats (Chainlit checks the other routes itself);
+- sharing.py: Chainlit's share routes refused while sharing is off;
+- page_input.py: what the page sends over the socket with a message (its metadata: nothing of it is kept);
 - requests.py: the path, the Bearer token and the one error body every guard uses.
 """
 from __future__ import annotations
@@ -14,7 +16,7 @@ from typing import Any
 
 from app import telemetry
 from app.documents.limits import upload_body_bytes
-from app.guards import account_sockets, api_token, local_user, login, login_words, ownership, web
+from app.guards import account_sockets, api_token, local_user, login, login_words, ownership, page_input, sharing, web
 from app.guards.identity import LoginMode
 
 
@@ -25,6 +27,7 @@ def install_guards(app, runtime: Any) -> None:
         if runtime.history is not None:  # the sidebar needs a login
             app.add_middleware(local_user.LocalUserCookie, policy=runtime.login)
         app.add_middleware(local_user.LoginModeFollower, policy=runtime.login)  # a user added later: the login page
+    app.add_middleware(sharing.SharingOff, root_path=server_settings.root_path)
     app.add_middleware(ownership.FeedbackOwnerCheck, history=lambda: runtime.history,
                        root_path=server_settings.root_path)
     app.add_middleware(api_token.ApiTokenCheck, token=server_settings.auth_token,
@@ -35,5 +38,6 @@ def install_guards(app, runtime: Any) -> None:
     account_sockets.install(runtime.login)  # the socket's events, which no HTTP middleware sees
     # Host/Origin/size checks refuse before the login rules or the app see anything.
     web.install(app, server_settings, upload_body_bytes(runtime.settings.chat.max_upload_mb))
+    page_input.install()  # socket events, checked before Chainlit's handlers (mounted by now) take them
     # Outermost: every exception any of them lets out is written to the log file.
     app.add_middleware(telemetry.ErrorLogMiddleware)

@@ -28,7 +28,11 @@ from app.guards.requests import bearer_token, local_path, send_error
 log = logging.getLogger("ernie_chat.login")
 class FailedLogins:
     """Per client: the first ``free`` failures cost nothing, then each one doubles the wait (1 s, 2 s, 4 s,
-    ... up to ``max_delay``) before the next attempt is even looked at. A success clears the client."""
+    ... up to ``max_delay``) before the next attempt is even looked at. A success clears the client.
+
+    The guard counts an attempt as a failure when it lets it through, before its secret is hashed: counted after
+    the hash, 200 wrong secrets sent at once all passed the check while none had failed yet, and all 200 were
+    hashed (24 s; issue 36, N3)."""
 
     def __init__(self, free: int = 5, max_delay: float = 300.0, forget_after: float = 3600.0,
                  max_clients: int = 10_000, clock: Callable[[], float] = time.monotonic) -> None:
@@ -125,14 +129,24 @@ def _without_login(headers: Headers) -> list[tuple[bytes, bytes]]:
     return kept
 
 
+# Logins being checked at once, from every client together; more get 429 at once. Checks run one at a time
+# (app/guards/identity.py), ~0.1 s each: a login waits at most about a second behind others, and a flood from many
+# addresses queues no more work than this.
+MAX_LOGINS_AT_ONCE = 8
+
+
 class LoginGuard:
-    """Pure ASGI: rate-limits POST /login per client; drops login tokens ended by POST /logout and those the
-    login policy no longer accepts (a removed user, a changed secret), on every route and the socket."""
+    """Pure ASGI: rate-limits POST /login per client and in all; drops login tokens ended by POST /logout and those
+    the login policy no longer accepts (a removed user, a changed secret), on every route and the socket.
+
+    The client is the connection's address; X-Forwarded-For names it only from --forwarded-allow-ips (uvicorn
+    rewrites the scope's client before this sees it)."""
 
     def __init__(self, app, policy: LoginPolicy, failures: FailedLogins, revoked: RevokedTokens,
-                 root_path: str = "") -> None:
+                 root_path: str = "", max_at_once: int = MAX_LOGINS_AT_ONCE) -> None:
         self.app, self.policy, self.failures, self.revoked = app, policy, failures, revoked
-        self.root_path = root_path
+        self.root_path, self.max_at_once = root_path, max_at_once
+        self.checking = 0
 
     def _ended(self, token: str) -> bool:
         if self.revoked.is_revoked(token):
@@ -163,9 +177,12 @@ class LoginGuard:
         wait = self.failures.wait_left(client)
         if wait > 0:
             seconds = math.ceil(wait)
-            await send_error(send, TooManyLogins(f"too many failed logins; try again in {seconds} s"),
-                             [(b"retry-after", str(seconds).encode())])
+            await _too_many(send, seconds, f"too many failed logins; try again in {seconds} s")
             return
+        if self.checking >= self.max_at_once:  # not counted against this client: nothing of it was tried
+            await _too_many(send, 1, f"{self.max_at_once} logins are being checked; try again in 1 s")
+            return
+        self.failures.failed(client)  # counted as it comes in, before its secret is hashed; a success clears it
         status = {}
 
         async def watch(message) -> None:
@@ -173,13 +190,20 @@ class LoginGuard:
                 status["code"] = message["status"]
             await send(message)
 
-        await self.app(scope, receive, watch)
-        if status.get("code") == 401:
-            self.failures.failed(client)
+        self.checking += 1
+        try:
+            await self.app(scope, receive, watch)
+        finally:
+            self.checking -= 1
+        if status.get("code", 500) < 400:
+            self.failures.succeeded(client)
+        elif status.get("code") == 401:  # counted when it came in
             log.warning("failed login from %s (next attempt checked in %.0f s)", client,
                         self.failures.wait_left(client))
-        elif status.get("code", 500) < 400:
-            self.failures.succeeded(client)
+
+
+async def _too_many(send, seconds: int, line: str) -> None:
+    await send_error(send, TooManyLogins(line), [(b"retry-after", str(seconds).encode())])
 
 
 def install(app, policy: LoginPolicy, server_settings) -> None:

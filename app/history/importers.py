@@ -32,6 +32,7 @@ from typing import Any, Optional
 import ijson
 
 from app.errors import ErnieChatError
+from app.history.chat_metadata import imported_metadata
 
 EXPORT_FORMAT = "ernie-chat/chat-v1"
 PRESETS_FORMAT = "ernie-chat/presets-v1"  # one user's presets: {"format", "user", "presets": {name: settings}}
@@ -288,7 +289,7 @@ def from_ernie_chat(data: Any, owner: str) -> dict:
         said = [Said(m.get("role"), _content_text(m.get("content")), m.get("created_at")) for m in messages
                 if isinstance(m, dict) and m.get("role") in ("user", "assistant")]
         made = _chat(chat_id, data.get("name"), data.get("created_at"), said, user)
-        return {**made, "tags": _list(data, "tags"), "metadata": _dict(data, "metadata")}
+        return {**made, "tags": _list(data, "tags"), "metadata": imported_metadata(_dict(data, "metadata"))}
     _require(isinstance(steps, list), "its steps is not a list")
     for step in steps:
         _require(isinstance(step, dict) and isinstance(step.get("type"), str), "a step is not a message object")
@@ -304,7 +305,7 @@ def from_ernie_chat(data: Any, owner: str) -> dict:
     _require(name is None or isinstance(name, str), "its name is not a text")
     return {"format": EXPORT_FORMAT, "id": chat_id, "name": name, "created_at": created,
             "updated_at": max([created, *stamps]), "user": user, "tags": _list(data, "tags"),
-            "metadata": _dict(data, "metadata"), "steps": steps, "elements": elements}
+            "metadata": imported_metadata(_dict(data, "metadata")), "steps": steps, "elements": elements}
 
 
 # ----- shared pieces ------------------------------------------------------------------------------------

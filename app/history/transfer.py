@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 
 from app.accounts import NAME_RULE
 from app.documents.prompt import documents_of
@@ -27,6 +27,7 @@ from app.errors import ErnieChatError, HistoryDatabaseError, SettingsError, one_
 from app.guards.identity import LOCAL_USER, chat_owners
 from app.history.data_layer import HistoryDataLayer, _dumps
 from app.history.database import DatabaseLocation, check_for_reading, prepare_database
+from app.history.import_ids import file_ids, with_own_ids
 from app.history.importers import EXPORT_FORMAT, PRESETS_FORMAT, ChatReading, ImportRefused, read_chat_file
 from app.history.owners import user_id_of
 from app.history.presets import PresetStore
@@ -152,13 +153,24 @@ def write_private(path: Path, text: str) -> None:
 IMPORT_WAIT_S = 60.0
 
 
-async def import_chat(layer: HistoryDataLayer, data: dict) -> Optional[str]:
-    """Store one chat as app/history/importers.py reads it (our export's shape). None when stored; else a chat with
-    its id is already there, and this is whose it is ("" when nobody's)."""
-    async def write(conn) -> Optional[str]:
-        there = (await conn.execute(select(threads.c.user_identifier).where(threads.c.id == data["id"]))).first()
+@dataclass(frozen=True)
+class ChatLanding:
+    """What ``import_chat`` did: ``messages`` rows written; or None, when a chat with its id was already there, as
+    ``owner``'s chat ("" when nobody's)."""
+
+    messages: Optional[int] = None
+    owner: Optional[str] = None
+
+
+async def import_chat(layer: HistoryDataLayer, chat: dict) -> ChatLanding:
+    """Store one chat as app/history/importers.py reads it (our export's shape)."""
+    async def write(conn) -> ChatLanding:
+        there = (await conn.execute(select(threads.c.user_identifier).where(threads.c.id == chat["id"]))).first()
         if there:
-            return there.user_identifier or ""
+            return ChatLanding(owner=there.user_identifier or "")
+        step_ids, element_ids = file_ids(chat)
+        data = with_own_ids(chat, await _taken(conn, steps.c.id, step_ids),
+                            await _taken(conn, elements.c.id, element_ids))
         owner = data.get("user")
         user_id = await user_id_of(conn, owner) if owner else None
         await conn.execute(threads.insert().values(
@@ -172,11 +184,22 @@ async def import_chat(layer: HistoryDataLayer, data: dict) -> Optional[str]:
                                                         for_id=element.get("forId"), data=_dumps(element)))
         # Each message's write marks the chat as changed now; it was last changed at its newest message.
         await conn.execute(threads.update().where(threads.c.id == data["id"]).values(updated_at=data["updated_at"]))
-        return None
+        # What the command reports is what was written, counted, not what the file held.
+        return ChatLanding(messages=(await conn.execute(select(func.count()).select_from(steps)
+                                                        .where(steps.c.thread_id == data["id"]))).scalar_one())
 
     # The command says what became of each chat, so it waits for each; a database locked by the running app is
     # waited for as long as that takes to clear, within a bound.
     return await layer.writer.write(write, "importing a chat", wait=IMPORT_WAIT_S, raise_errors=True)
+
+
+async def _taken(conn, column, ids: list[str]) -> set[str]:
+    """Which of ``ids`` the database already holds in ``column`` (asked in slices: SQLite bounds a statement's
+    parameters)."""
+    found: set[str] = set()
+    for start in range(0, len(ids), 500):
+        found.update((await conn.execute(select(column).where(column.in_(ids[start:start + 500])))).scalars())
+    return found
 
 
 @dataclass
@@ -297,7 +320,7 @@ async def _import_one(store: LazyStore, chat: ChatReading, report: ImportReport,
         return f"refused: {chat.label}: {owner.refusal(chat.data.get('user'))}"
     chat.data["user"] = user
     try:
-        owner_there = await import_chat(await store.layer(), chat.data)
+        landed = await import_chat(await store.layer(), chat.data)
     except HistoryDatabaseError:
         raise  # the database itself: every later chat would fail the same way
     except ErnieChatError as err:
@@ -306,15 +329,16 @@ async def _import_one(store: LazyStore, chat: ChatReading, report: ImportReport,
     except Exception as err:  # noqa: BLE001 - a database error for this chat only (e.g. a clashing message id)
         report.refused += 1
         return f"refused: {chat.label}: the database refused it ({one_line(err)})"
-    if owner_there is None:
+    if landed.messages is not None:
         report.imported += 1
-        return f"imported: {chat.label}"
-    if owner_there == user:
+        return f"imported: {chat.label}, {_count(landed.messages, 'message')}"
+    if landed.owner == user:
         report.there += 1
         return f"skipped, already there: {chat.label}"
     # The same chat, kept under another name (issue 35: every chat of the local user, after `users add alice`):
     # a copy would clash with its id, and moving it is for `chats give` to do, said here.
     report.elsewhere += 1
+    owner_there = landed.owner
     whose = f"{owner_there}'s chat" if owner_there else "a chat of nobody's"
     move = (f"; `python launch.py chats give --from {owner_there} --to {user}` moves all of {owner_there}'s"
             if owner_there else "")

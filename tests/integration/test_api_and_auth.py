@@ -62,6 +62,10 @@ def test_ui_requires_login_with_the_token(app_with_token):
     ({"messages": [{"role": "user", "content": "hi"}] * 10001}, 400, "at most 10000 per request"),
     ({"messages": [{"role": "user", "content": "量子 " * 3000}]}, 400, "context holds"),
     (b"{not json", 400, ""),
+    # N16 (issue 36): a seed past vLLM's int64 range was a plain-text 500 with tracebacks
+    ({"messages": [{"role": "user", "content": "hi"}], "seed": 2**64}, 400,
+     "seed: must be from -9223372036854775808 to 9223372036854775807"),
+    ({"messages": [{"role": "user", "content": "hi"}], "seed": 2**64, "stream": True}, 400, "seed: must be from"),
 ])
 def test_bad_api_input_is_a_400_with_one_line(app_with_token, body, status, words):
     code, answer = post(app_with_token.url + "/v1/chat/completions", body, TOKEN)

@@ -137,13 +137,56 @@ def test_import_reports_each_file_and_chat_and_a_bad_file_never_stops_the_others
         f"{notes}: refused: not a chat file this import reads (ernie-chat JSON export, ChatGPT conversations.json, "
         'Open WebUI export, or {"messages": [...]})',
         f"{deep}: refused: nested deeper than 100 levels",
-        f"{no_steps}: ernie-chat export, 1 chat", '  imported: chat 1 "Kept"',
-        f"{chatgpt}: ChatGPT export, 2 chats", '  imported: chat 1 "From ChatGPT"',
+        f"{no_steps}: ernie-chat export, 1 chat", '  imported: chat 1 "Kept", 2 messages',
+        f"{chatgpt}: ChatGPT export, 2 chats", '  imported: chat 1 "From ChatGPT", 2 messages',
         '  refused: chat 2 "Broken": its mapping holds no messages',
         f"imported 2 of 3 chats into {tmp_path / 'db' / 'chats.db'} (0 already there; refused: 1 chat, 2 files)"]
     again = launch("import", "--data-dir", str(tmp_path / "db"), str(no_steps), str(chatgpt))
     assert again.stdout.splitlines()[1] == '  skipped, already there: chat 1 "Kept"'
     assert again.returncode == 1  # the broken chat is still refused
+
+
+def our_chat_file(folder, chat_id: str, step_ids: list[str], for_id: str = "") -> str:
+    """Our export of one chat whose messages have the ids given (a question, an answer, ...), and an element on
+    the message ``for_id``."""
+    steps = [{"id": step_id, "type": "user_message" if n % 2 == 0 else "assistant_message",
+              "output": f"{chat_id} message {n}", "createdAt": f"2026-12-03T10:00:0{n}.000Z",
+              "parentId": step_ids[n - 1] if n else None} for n, step_id in enumerate(step_ids)]
+    path = folder / f"{chat_id}.json"
+    path.write_text(json.dumps({"format": "ernie-chat/chat-v1", "id": chat_id, "name": chat_id, "user": "local",
+                                "steps": steps, "elements": [{"id": "element-1", "forId": for_id,
+                                                              "name": "notes.txt"}] if for_id else []}))
+    return str(path)
+
+
+def test_import_gives_clashing_and_repeated_message_ids_ids_of_their_own(tmp_path):
+    """N14 (issue 36): import said "imported" while the database kept one row per message id: a chat whose ids
+    another chat had kept 0 of 2 messages, and one with repeated ids 3 of 4."""
+    import sqlite3
+
+    data = tmp_path / "db"
+    first = our_chat_file(tmp_path, "chat-a", ["m1", "m2"], for_id="m2")
+    assert launch("import", "--data-dir", str(data), first).returncode == 0
+    clashing = our_chat_file(tmp_path, "chat-b", ["m1", "m2"], for_id="m2")
+    repeated = our_chat_file(tmp_path, "chat-c", ["d1", "d1", "d2", "d2"])
+    result = launch("import", "--data-dir", str(data), clashing, repeated)
+    assert result.returncode == 0, result.stdout
+    assert [line for line in result.stdout.splitlines() if "imported:" in line] == [
+        '  imported: chat 1 "chat-b", 2 messages', '  imported: chat 1 "chat-c", 4 messages']
+    with sqlite3.connect(data / "chats.db") as conn:
+        def chat(chat_id: str) -> list[tuple]:
+            return conn.execute("select id, json_extract(data, '$.output'), json_extract(data, '$.parentId') "
+                                "from steps where thread_id = ? order by position", (chat_id,)).fetchall()
+
+        assert [(i, text) for i, text, _ in chat("chat-a")] == [("m1", "chat-a message 0"), ("m2", "chat-a message 1")]
+        for chat_id, count in (("chat-b", 2), ("chat-c", 4)):
+            kept = chat(chat_id)
+            assert [text for _, text, _ in kept] == [f"{chat_id} message {n}" for n in range(count)]
+            assert len({i for i, _, _ in kept}) == count
+        b1, b2 = chat("chat-b")
+        assert b2[2] == b1[0] != "m1"  # its answer's parent is its own question, under the new id
+        elements = dict(conn.execute("select thread_id, for_id from elements").fetchall())
+        assert elements == {"chat-a": "m2", "chat-b": b2[0]}
 
 
 def test_import_refuses_what_is_not_a_chat_file_and_writes_nothing(tmp_path):
@@ -317,7 +360,8 @@ def test_import_user_puts_another_apps_chat_in_that_users_sidebar(tiny_model_dir
     assert nobody.returncode == 2 and nobody.stdout == ""
     assert nobody.stderr.splitlines() == ["error: invalid --user 'carol': chats can be imported for alice, bob"]
     owned = launch("import", "--data-dir", str(data), "--user", "alice", export)
-    assert owned.returncode == 0 and '  imported: chat 1 "The keeper"' in owned.stdout.splitlines(), owned.stdout
+    assert owned.returncode == 0 and '  imported: chat 1 "The keeper", 4 messages' in owned.stdout.splitlines(), \
+        owned.stdout
     app = LaunchedApp(tiny_model_dir, tmp_path, "--data-dir", str(data))
     try:
         app.wait_http()  # the sidebar's list needs the database and a login, not the engine
@@ -366,3 +410,55 @@ def test_a_chat_imported_from_chatgpt_resumes_with_its_turns_in_the_engine_promp
     assert len(resumed) == 1 and [s["output"] for s in resumed[0]["steps"]] == [t for _, t in turns]
     prompt = int(re.search(r"prompt (\d+) tokens", answer).group(1))
     assert prompt == after - before == expected, (prompt, after - before, expected)
+
+
+def test_an_imported_chats_metadata_brings_only_its_settings_and_the_chat_answers(tiny_model_dir, tmp_path):
+    """N15 (issue 36): an imported chat's metadata went into the session whole when the chat was opened: one whose
+    metadata said ``answer_tasks: [1, 2, 3]`` refused every message ("already has 3 answers running"), and
+    ``is_shared`` opened it to others. Now each field is checked; only the settings panel's values are kept."""
+    import sqlite3
+
+    import httpx
+
+    from tests.helpers import finished_answer, running_app, socket_connect
+
+    hostile = {"answer_tasks": [1, 2, 3], "is_shared": True, "shared_at": "2026-12-01", "history_warned": True,
+               "regenerate_action": {"name": "regenerate"}, "env": {"KEY": "x"},
+               "chat_settings": {"system_prompt": "be brief", "temperature": "hot", "top_p": 0.5, "max_tokens": True,
+                                 "unknown": 1}}
+    path = tmp_path / "hostile.json"
+    path.write_text(json.dumps({"format": "ernie-chat/chat-v1", "id": "hostile-chat", "name": "Hostile",
+                                "user": "local", "metadata": hostile,
+                                "messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}]}))
+    data = tmp_path / "data"
+    assert launch("import", "--data-dir", str(data), str(path)).returncode == 0
+    with sqlite3.connect(data / "chats.db") as conn:
+        stored = json.loads(conn.execute("select metadata from threads where id = 'hostile-chat'").fetchone()[0])
+    assert stored == {"chat_settings": {"system_prompt": "be brief", "top_p": 0.5}}
+
+    async def ask(app, client) -> str:
+        events: list = []
+        sio = await socket_connect(app, client, "hostile-chat", events)
+        try:
+            deadline = time.monotonic() + 60
+            while not any(name == "resume_thread" for name, _ in events):
+                assert time.monotonic() < deadline, f"not resumed; events: {[e for e, _ in events]}"
+                await asyncio.sleep(0.1)
+            await sio.emit("client_message", {"message": {
+                "id": str(uuid.uuid4()), "threadId": "hostile-chat", "type": "user_message", "name": "local",
+                "output": "still there?", "createdAt": time.strftime("%Y-%m-%dT%H:%M:%S.000Z", time.gmtime())},
+                "fileReferences": []})
+            while (answer := finished_answer(events)) is None:
+                said = [d.get("output", "") for n, d in events if n == "new_message" and isinstance(d, dict)]
+                assert not any("answers running or waiting" in text for text in said), said
+                assert time.monotonic() < deadline + 60, f"no answer; events: {[e for e, _ in events][-10:]}"
+                await asyncio.sleep(0.1)
+            return answer
+        finally:
+            await sio.disconnect()
+
+    with running_app(tiny_model_dir, tmp_path, "--data-dir", str(data), "--max-tokens", "16") as app, \
+            httpx.Client(base_url=app.url, timeout=30) as client:
+        client.get("/")  # the page logs the local user in (a cookie)
+        assert "prompt" in asyncio.run(ask(app, client))
+        assert client.get("/project/share/hostile-chat").status_code == 404

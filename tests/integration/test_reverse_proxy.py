@@ -59,7 +59,7 @@ http {{ access_log {tmp_path}/logs/access.log; client_body_temp_path {tmp_path};
 def test_ui_and_routes_under_chat_behind_https_nginx(tiny_model_dir, tmp_path, nginx_in_front):
     from playwright.sync_api import sync_playwright
 
-    app = LaunchedApp(tiny_model_dir, tmp_path, "--root-path", "/chat")
+    app = LaunchedApp(tiny_model_dir, tmp_path, "--root-path", "/chat", "--forwarded-allow-ips", "127.0.0.1")
     try:
         app.wait_http()
         app.wait_ready()

@@ -32,6 +32,26 @@ def test_bad_requests_are_one_line_naming_the_field(body, words):
     assert info.value.http_status == 400
 
 
+@pytest.mark.parametrize("extra, line", [
+    ({"seed": 2**64}, "seed: must be from -9223372036854775808 to 9223372036854775807; got 18446744073709551616"),
+    ({"seed": -2**63 - 1}, "seed: must be from -9223372036854775808 to 9223372036854775807; "
+                           "got -9223372036854775809"),
+    ({"seed": 10**400}, "seed: must be from -9223372036854775808 to 9223372036854775807; "
+                        "got 10000000000000000000... (401 characters)"),
+    ({"temperature": 9}, "temperature: must be from 0.0 to 2.0; got 9"),
+])
+def test_a_number_out_of_range_names_the_field_and_its_whole_range(extra, line):
+    """N16: seed >= 2**64 reached vLLM and came back as a plain-text 500; vLLM's own range is int64's."""
+    with pytest.raises(BadRequestError) as info:
+        parse_request({"messages": [{"role": "user", "content": "hi"}], **extra}, 1000)
+    assert str(info.value) == line
+
+
+def test_the_ends_of_the_seed_range_are_taken():
+    for seed in (-2**63, 2**63 - 1):
+        assert parse_request({"messages": [{"role": "user", "content": "hi"}], "seed": seed}, 1000).seed == seed
+
+
 def test_max_tokens_down_to_one_as_openai_clients_send_it():
     assert parse_request({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 1}, 1000).max_tokens == 1
 

@@ -202,3 +202,29 @@ def test_the_login_chainlit_offers_follows_the_mode(monkeypatch):
     assert (config.code.password_auth_callback, config.code.header_auth_callback) == (None, header)
     chainlit_internals.follow_login_mode(asks_for_login=True)  # a user was added: the form, no header login
     assert (config.code.password_auth_callback, config.code.header_auth_callback) == (form, None)
+
+
+def test_a_socket_event_is_checked_before_chainlits_handler_takes_it(monkeypatch):
+    import asyncio
+
+    from chainlit.server import sio
+
+    seen = []
+
+    async def chainlits(sid, payload):
+        seen.append((sid, payload))
+
+    monkeypatch.setitem(sio.handlers["/"], "client_message_for_test", chainlits)
+    chainlit_internals.check_socket_event("client_message_for_test", lambda payload: {**payload, "checked": True})
+    asyncio.run(sio.handlers["/"]["client_message_for_test"]("sid-1", {"message": {}}))
+    assert seen == [("sid-1", {"message": {}, "checked": True})]
+    assert "client_message" in sio.handlers["/"]  # the event the app checks is registered under this name
+
+
+def test_thread_sharing_is_chainlits_allow_thread_sharing_feature(monkeypatch):
+    import chainlit.config
+
+    features = chainlit.config.config.features
+    assert chainlit_internals.thread_sharing_allowed() is False  # the default, and .chainlit/config.toml's
+    monkeypatch.setattr(features, "allow_thread_sharing", True)
+    assert chainlit_internals.thread_sharing_allowed() is True

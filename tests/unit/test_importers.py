@@ -358,9 +358,9 @@ def run_import(tmp_path, files, owner: ImportOwner = ImportOwner()) -> tuple[lis
 def test_importing_twice_imports_once_and_skips_the_second_time(tmp_path):
     files = [write(tmp_path, "conversations.json", chatgpt_export()), write(tmp_path, "owui.json", webui_export())]
     lines, report = run_import(tmp_path, files)
-    assert lines == [f"{files[0]}: ChatGPT export, 2 chats", '  imported: chat 1 "Lighthouses"', "  imported: chat 2",
-                     f"{files[1]}: Open WebUI export, 2 chats", '  imported: chat 1 "Seas"',
-                     '  imported: chat 2 "Old one"']
+    assert lines == [f"{files[0]}: ChatGPT export, 2 chats", '  imported: chat 1 "Lighthouses", 4 messages',
+                     "  imported: chat 2, 2 messages", f"{files[1]}: Open WebUI export, 2 chats",
+                     '  imported: chat 1 "Seas", 4 messages', '  imported: chat 2 "Old one", 2 messages']
     assert (report.imported, report.there, report.refused) == (4, 0, 0)
     lines, report = run_import(tmp_path, files)
     assert lines[1] == '  skipped, already there: chat 1 "Lighthouses"'
@@ -440,7 +440,7 @@ def test_a_bad_file_never_stops_the_others_and_the_exit_code_says_so(tmp_path, c
     assert out.out.splitlines() == [
         f"{deep}: refused: nested deeper than 100 levels",
         f"{tmp_path / 'nope.json'}: refused: cannot read it: No such file or directory",
-        f"{good}: OpenAI messages file, 1 chat", '  imported: chat 1',
+        f"{good}: OpenAI messages file, 1 chat", '  imported: chat 1, 2 messages',
         f"imported 1 of 1 chats into {location.shown} (0 already there; refused: 0 chats, 2 files)"]
     assert run_transfer("import", location, tmp_path, "json", [good]) == 0  # already there is not a failure
 

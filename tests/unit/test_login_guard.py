@@ -105,3 +105,107 @@ def test_login_lifetime_setting():
     assert settings.login_lifetime == 600
     with pytest.raises(SettingsError, match="--login-lifetime"):
         parse_command(["--login-lifetime", "5"], env_file=None)
+
+
+class CheckingApp:
+    """Chainlit's /login as the guard sees it: each request is 'hashing' until ``release`` is set, then 401."""
+
+    def __init__(self):
+        import asyncio
+
+        self.release = asyncio.Event()
+        self.started = 0
+
+    async def __call__(self, scope, receive, send):
+        self.started += 1
+        await self.release.wait()
+        await send({"type": "http.response.start", "status": 401, "headers": []})
+        await send({"type": "http.response.body", "body": b""})
+
+
+def login_guard(app, **options):
+    from app.guards.login import LoginGuard
+
+    return LoginGuard(app, policy=None, failures=FailedLogins(), revoked=RevokedTokens(60), **options)
+
+
+async def post_login(guard, client: str) -> int:
+    sent = []
+
+    async def receive():
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    async def send(message):
+        sent.append(message)
+
+    scope = {"type": "http", "method": "POST", "path": "/login", "headers": [], "client": (client, 5000)}
+    await guard(scope, receive, send)
+    return next(m["status"] for m in sent if m["type"] == "http.response.start")
+
+
+def test_logins_sent_at_once_from_one_client_are_counted_before_any_is_checked():
+    """N3: counted only once they failed, 200 sent at once all passed the count and were hashed."""
+    import asyncio
+
+    async def run():
+        app = CheckingApp()
+        guard = login_guard(app)
+        tries = [asyncio.create_task(post_login(guard, "10.0.0.1")) for _ in range(50)]
+        await asyncio.sleep(0.05)
+        checking = app.started
+        app.release.set()
+        return checking, sorted(await asyncio.gather(*tries))
+
+    checking, statuses = asyncio.run(run())
+    assert checking == 5 and statuses == [401] * 5 + [429] * 45
+
+
+def test_logins_being_checked_at_once_are_capped_for_all_clients_without_counting_against_them():
+    import asyncio
+
+    async def run():
+        app = CheckingApp()
+        guard = login_guard(app, max_at_once=3)
+        tries = [asyncio.create_task(post_login(guard, f"10.0.1.{n}")) for n in range(10)]
+        await asyncio.sleep(0.05)
+        checking = app.started
+        app.release.set()
+        statuses = sorted(await asyncio.gather(*tries))
+        return checking, statuses, [guard.failures.wait_left(f"10.0.1.{n}") for n in range(10)]
+
+    checking, statuses, waits = asyncio.run(run())
+    assert checking == 3 and statuses == [401] * 3 + [429] * 7
+    assert waits == [0] * 10  # one failure each at most: the refused ones were never tried
+
+
+def test_secrets_are_hashed_on_one_thread_at_the_lowest_cpu_priority():
+    import os
+    import threading
+
+    from app.guards.identity import login_checks
+
+    def nice_and_thread() -> tuple[int, int]:
+        return os.getpriority(os.PRIO_PROCESS, threading.get_native_id()), threading.get_native_id()
+
+    before = nice_and_thread()[0]
+    checks = login_checks()
+    try:
+        seen = {checks.submit(nice_and_thread).result() for _ in range(5)}
+        assert len(seen) == 1 and next(iter(seen))[0] == 19
+        assert nice_and_thread()[0] == before  # the thread that made it keeps its own
+    finally:
+        checks.shutdown()
+
+
+@pytest.mark.parametrize("value, kept", [("", ""), (" 127.0.0.1 , 10.0.0.0/8", "127.0.0.1,10.0.0.0/8"), ("*", "*"),
+                                         ("::1", "::1")])
+def test_forwarded_allow_ips_takes_addresses_and_networks(value, kept):
+    from app.settings import ServerSettings
+
+    settings = ServerSettings(forwarded_allow_ips=value)
+    assert settings.forwarded_allow_ips == kept and settings.proxies_trusted is bool(kept)
+
+
+def test_forwarded_allow_ips_refuses_a_name_in_one_line_naming_the_flag():
+    with pytest.raises(SettingsError, match=r"--forwarded-allow-ips .* 'localhost' is not an IP address or network"):
+        parse_command(["--forwarded-allow-ips", "localhost"])
