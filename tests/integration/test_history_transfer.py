@@ -420,7 +420,7 @@ def test_an_imported_chats_metadata_brings_only_its_settings_and_the_chat_answer
 
     import httpx
 
-    from tests.helpers import finished_answer, running_app, socket_connect
+    from tests.helpers import running_app
 
     hostile = {"answer_tasks": [1, 2, 3], "is_shared": True, "shared_at": "2026-12-01", "history_warned": True,
                "regenerate_action": {"name": "regenerate"}, "env": {"KEY": "x"},
@@ -438,24 +438,10 @@ def test_an_imported_chats_metadata_brings_only_its_settings_and_the_chat_answer
 
     async def ask(app, client) -> str:
         events: list = []
-        sio = await socket_connect(app, client, "hostile-chat", events)
-        try:
-            deadline = time.monotonic() + 60
-            while not any(name == "resume_thread" for name, _ in events):
-                assert time.monotonic() < deadline, f"not resumed; events: {[e for e, _ in events]}"
-                await asyncio.sleep(0.1)
-            await sio.emit("client_message", {"message": {
-                "id": str(uuid.uuid4()), "threadId": "hostile-chat", "type": "user_message", "name": "local",
-                "output": "still there?", "createdAt": time.strftime("%Y-%m-%dT%H:%M:%S.000Z", time.gmtime())},
-                "fileReferences": []})
-            while (answer := finished_answer(events)) is None:
-                said = [d.get("output", "") for n, d in events if n == "new_message" and isinstance(d, dict)]
-                assert not any("answers running or waiting" in text for text in said), said
-                assert time.monotonic() < deadline + 60, f"no answer; events: {[e for e, _ in events][-10:]}"
-                await asyncio.sleep(0.1)
-            return answer
-        finally:
-            await sio.disconnect()
+        answer = await ask_in_resumed_chat(app, client, "hostile-chat", "still there?", events)
+        said = [d.get("output", "") for n, d in events if n == "new_message" and isinstance(d, dict)]
+        assert not any("answers running or waiting" in text for text in said), said
+        return answer
 
     with running_app(tiny_model_dir, tmp_path, "--data-dir", str(data), "--max-tokens", "16") as app, \
             httpx.Client(base_url=app.url, timeout=30) as client:
