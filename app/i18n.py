@@ -29,6 +29,8 @@ STRINGS: dict[str, dict[str, str]] = {
                            "kept in order and tried again until it takes them; answers still come. See the log file.",
         "panel_history": "History",
         "history_waiting": "not saved yet: waiting {seconds:.0f} s for the chat database, trying again",
+        "history_over_share": "not saved: too many of your changes wait for the chat database; yours are saved "
+                              "again once those land",
         "too_many_waiting": "This chat already has {limit} answers running or waiting, so this message was not "
                             "answered. It stays in the chat: edit it to send it again when one has finished.",
         "sanitized": "Control characters were removed from your message.",
@@ -151,6 +153,7 @@ STRINGS: dict[str, dict[str, str]] = {
                            "回答仍会继续。详情见日志文件。",
         "panel_history": "聊天记录",
         "history_waiting": "尚未保存：已等待聊天数据库 {seconds:.0f} 秒，正在重试",
+        "history_over_share": "未保存：你有过多的更改正在等待聊天数据库；这些写入完成后会恢复保存",
         "too_many_waiting": "本对话已有 {limit} 个回答正在生成或排队，这条消息未被回答。"
                             "它仍保留在对话中：待其中一个完成后，可编辑它重新发送。",
         "sanitized": "已移除消息中的控制字符。",

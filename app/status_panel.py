@@ -14,6 +14,7 @@ import chainlit as cl
 
 from app.branding import model_name
 from app.engine_status import START_STEPS, EngineStatus, Speed
+from app.history.data_layer import session_user_identifier
 from app.history.writer import SLOW_SAVE_S
 from app.i18n import starting_engine_cost, t, worded
 from app.runtime import Runtime
@@ -59,9 +60,9 @@ def status_markdown(rt: Runtime, language: str) -> str:
         lines.append(f"**{t(language, 'panel_speed')}:** {speed}")
     if status.restarts:
         lines.append(f"**{t(language, 'panel_restarts')}:** {status.restarts}")
-    waiting = _unsaved_seconds(rt)
-    if waiting:
-        lines.append(f"**{t(language, 'panel_history')}:** {t(language, 'history_waiting', seconds=waiting)}")
+    history = _history_line(rt, language)
+    if history:
+        lines.append(f"**{t(language, 'panel_history')}:** {history}")
     download = _download_links(rt, language)
     if download:
         lines.append(download)
@@ -122,14 +123,20 @@ async def keep_status_fresh(rt: Runtime, language: str) -> None:
         current = (status.state, status.detail, status.restarts, status.speed,
                    int(time.time() - status.start_began_at) if status.starting or status.speed is Speed.STARTING
                    else None,
-                   (watch.peak or 0) >> 20 if watch else None, session.has_first_interaction, _unsaved_seconds(rt))
+                   (watch.peak or 0) >> 20 if watch else None, session.has_first_interaction, status.full_speed_try,
+                   _history_line(rt, language))
         if current != shown:
             shown = current
             await show_status(rt, language)
         await asyncio.sleep(STATUS_REFRESH_SECONDS)
 
 
-def _unsaved_seconds(rt: Runtime) -> int:
-    """Whole seconds the oldest chat write has waited for the database, once past SLOW_SAVE_S; else 0."""
-    waited = rt.history.unsaved_seconds if rt.history is not None else 0.0
-    return int(waited) if waited > SLOW_SAVE_S else 0
+def _history_line(rt: Runtime, language: str) -> str:
+    """Whether this user's chats are being saved, when they are not: their own changes over their share of the
+    waiting writes, or any write waiting past SLOW_SAVE_S; else ""."""
+    if rt.history is None:
+        return ""
+    if rt.history.over_share(session_user_identifier()):
+        return t(language, "history_over_share")
+    waited = rt.history.unsaved_seconds
+    return t(language, "history_waiting", seconds=int(waited)) if waited > SLOW_SAVE_S else ""

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Optional
 
-from app.history.data_layer import HistoryDataLayer
+from app.history.data_layer import HistoryDataLayer, session_user_identifier
 from app.history.database import DatabaseLocation, create_engine, locate, prepare_database
 from app.history.writer import HistoryWriter
 
@@ -27,7 +27,8 @@ class HistoryStore:
         """Engine and writer for a prepared database (``prepare_database`` first); connects lazily, in the
         event loop that first uses it."""
         engine = create_engine(location)
-        return cls(location, HistoryDataLayer(engine, HistoryWriter(engine, on_write_error)))
+        writer = HistoryWriter(engine, on_write_error, whose=session_user_identifier)  # each user's share of it
+        return cls(location, HistoryDataLayer(engine, writer))
 
     @property
     def write_failing(self) -> bool:
@@ -37,6 +38,10 @@ class HistoryStore:
     def unsaved_seconds(self) -> float:
         """How long the oldest write not yet in the database has waited (the page says so past a few seconds)."""
         return self.layer.writer.unsaved_seconds
+
+    def over_share(self, user: Optional[str]) -> bool:
+        """Whether this user's changes are being refused for now: too many of them wait for the database."""
+        return user in self.layer.writer.over_share
 
     @property
     def last_error(self) -> Optional[str]:

@@ -104,7 +104,7 @@ def _search_words(search: str) -> list[str]:
     return sorted(kept, key=len, reverse=True)
 
 
-def _session_user_identifier() -> Optional[str]:
+def session_user_identifier() -> Optional[str]:
     """The logged-in user of the websocket session this call runs in, if any."""
     try:
         from chainlit.context import context
@@ -312,7 +312,7 @@ class HistoryDataLayer(BaseDataLayer):
         step.pop("feedback", None)  # kept in its own table
         thread_id = step.get("threadId")
         position = self._next_position()
-        writer_identity = _session_user_identifier()
+        writer_identity = session_user_identifier()
 
         async def write(conn: AsyncConnection) -> None:
             if not thread_id:

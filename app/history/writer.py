@@ -10,12 +10,18 @@ waited 44.5 s and 3 of 6 titles were lost. A write the database refuses for now 
 full, server gone) is counted and logged once, flags the history as not saved, and is tried again with
 backoff until it lands; the writes behind it wait their turn, so the order stays. A write that is wrong in
 itself (a missing message, a broken constraint) is dropped and counted.
+
+Each person gets a bounded share of the queue: while the database refuses writes, one user's writes beyond
+MAX_WAITING_PER_USER are refused (and that user is told) instead of filling the queue, so nobody else ever loses
+a write to them. One socket message carrying 20,000 "documents" once filled all 10,000 places, and another user
+then stored 6 of his 21 questions (issue 36 N1).
 """
 from __future__ import annotations
 
 import asyncio
 import logging
 import time
+from collections import Counter
 from collections.abc import Awaitable, Callable
 from typing import Any, Optional
 
@@ -28,6 +34,7 @@ log = logging.getLogger("ernie_chat.history")
 Write = Callable[[AsyncConnection], Awaitable[Any]]
 RETRY_FIRST_S, RETRY_MOST_S = 0.25, 5.0  # backoff between tries of a write the database refuses for now
 MAX_WAITING = 10_000  # writes kept while the database refuses them; past that, new ones are counted as lost
+MAX_WAITING_PER_USER = 1_000  # one person's share of them: a long chat's messages with room to spare
 SLOW_SAVE_S = 3.0  # a write waiting longer is told on the page ("not saved yet")
 
 
@@ -39,9 +46,13 @@ def _retry_may_help(err: Exception) -> bool:
 
 
 class HistoryWriter:
-    def __init__(self, engine: AsyncEngine, on_error: Optional[Callable[[], None]] = None) -> None:
+    def __init__(self, engine: AsyncEngine, on_error: Optional[Callable[[], None]] = None,
+                 whose: Callable[[], Optional[str]] = lambda: None) -> None:
         self.engine = engine
         self.on_error = on_error  # e.g. AppMetrics.history_write_errors.inc
+        self._whose = whose  # the user a write is made for (the request's or socket's login); None: the app's own
+        self._waiting_by_user: Counter[str] = Counter()
+        self.over_share: set[str] = set()  # users refused a write for being over their share, until it frees up
         self.write_failing = False  # True while the last write failed: history is not being saved
         self.last_error: Optional[str] = None
         self._queue: Optional[asyncio.Queue] = None
@@ -60,13 +71,26 @@ class HistoryWriter:
         """Queue a write; the future gets its result, or its exception (already counted and logged)."""
         future = asyncio.get_running_loop().create_future()
         queue = self._ensure_worker()
+        user = self._whose()
+        if user is not None and self._waiting_by_user[user] >= MAX_WAITING_PER_USER:
+            if user not in self.over_share:
+                log.error("chat history: %s has %d changes waiting for the database; more of theirs are not saved",
+                          user, MAX_WAITING_PER_USER)
+            self.over_share.add(user)
+            return self._refused(future, what, f"{MAX_WAITING_PER_USER} of your changes already wait")
         if queue.qsize() >= MAX_WAITING:  # memory stays bounded however long the database refuses
             self._failed(what, HistoryDatabaseError(f"{MAX_WAITING} writes already wait for the database"))
-            future.set_exception(HistoryDatabaseError(f"{what}: not saved, too many writes waiting"))
-            future.exception()
-            return future
-        queue.put_nowait((write, what, future, time.monotonic()))
+            return self._refused(future, what, "too many writes waiting")
+        queue.put_nowait((write, what, future, time.monotonic(), user))
+        if user is not None:
+            self._waiting_by_user[user] += 1
         self._queued += 1
+        return future
+
+    @staticmethod
+    def _refused(future: asyncio.Future, what: str, why: str) -> asyncio.Future:
+        future.set_exception(HistoryDatabaseError(f"{what}: not saved, {why} for the database"))
+        future.exception()  # retrieved: nobody has to await a fire-and-forget write
         return future
 
     async def write(self, write: Write, what: str, wait: float = 0.0, raise_errors: bool = False) -> Any:
@@ -95,12 +119,17 @@ class HistoryWriter:
         queue = self._queue
         assert queue is not None
         while True:
-            write, what, future, queued_at = await queue.get()
+            write, what, future, queued_at, user = await queue.get()
             self._head_since = queued_at
             try:
                 await self._until_it_lands(write, what, future)
             finally:
                 self._head_since = None
+                if user is not None:
+                    self._waiting_by_user[user] -= 1
+                    if self._waiting_by_user[user] <= 0:
+                        del self._waiting_by_user[user]
+                        self.over_share.discard(user)  # all theirs landed: their next changes are saved again
                 queue.task_done()
                 self._finished += 1
                 async with self._progress:

@@ -317,7 +317,7 @@ def test_the_panel_says_when_chats_wait_for_the_database(monkeypatch):
     from app.engine_status import EngineStatus
     from app.status_panel import status_markdown
 
-    history = SimpleNamespace(unsaved_seconds=12.4)
+    history = SimpleNamespace(unsaved_seconds=12.4, over_share=lambda user: user == "mallory")
     runtime = SimpleNamespace(host=SimpleNamespace(status=EngineStatus()), plan=PLAN, gpu=None, gpu_memory=None,
                               max_model_len=4096, history=history,
                               settings=SimpleNamespace(model=SimpleNamespace(model="baidu/ERNIE-4.5-0.3B-PT")))
@@ -325,6 +325,15 @@ def test_the_panel_says_when_chats_wait_for_the_database(monkeypatch):
         status_markdown(runtime, "en-US")
     assert "**聊天记录:** 尚未保存：已等待聊天数据库 12 秒，正在重试" in status_markdown(runtime, "zh-CN")
     history.unsaved_seconds = 1.0  # a moment's wait is normal: nothing said
+    assert "History" not in status_markdown(runtime, "en-US")
+    # A user whose own changes are over their share of the waiting writes is told, in their panel only.
+    import app.status_panel
+
+    monkeypatch.setattr(app.status_panel, "session_user_identifier", lambda: "mallory")
+    assert "**History:** not saved: too many of your changes wait for the chat database; yours are saved again " \
+           "once those land" in status_markdown(runtime, "en-US")
+    assert "**聊天记录:** 未保存：你有过多的更改正在等待聊天数据库" in status_markdown(runtime, "zh-CN")
+    monkeypatch.setattr(app.status_panel, "session_user_identifier", lambda: "alice")
     assert "History" not in status_markdown(runtime, "en-US")
 
 

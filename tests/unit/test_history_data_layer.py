@@ -375,6 +375,61 @@ def test_writes_a_database_refuses_are_counted_retried_and_land_in_order_once_it
     assert not failing_after and [s["output"] for s in thread["steps"]] == ["first", "second"]
 
 
+def test_one_users_writes_over_their_share_never_cost_another_user_a_write(location, monkeypatch):
+    """Issue 36 N1: while the database refuses writes, one user's flood of changes used to fill the whole queue
+    (10,000 places), and another user's messages were then dropped for good. Each user now has a share of the
+    queue: past it only that user's new changes are refused, and they are told (``over_share``); everyone else's
+    land once the database takes writes again. Shrunk here to 20 per user of 60 in all: a flood of 100 would fill
+    the queue without the share."""
+    import app.history.writer as writer_module
+
+    monkeypatch.setattr(writer_module, "MAX_WAITING_PER_USER", 20)
+    monkeypatch.setattr(writer_module, "MAX_WAITING", 60)
+
+    async def as_user(store, name: str, thread_id: str, count: int) -> None:
+        from chainlit.context import init_http_context
+        from chainlit.user import User
+
+        init_http_context(user=User(identifier=name))  # what Chainlit does for each request and socket event
+        for n in range(count):
+            await store.layer.create_step(message(thread_id, f"{name} {n}", created=f"2026-12-03T10:{n // 60:02d}:"
+                                                                                    f"{n % 60:02d}.000Z"))
+
+    async def body(store):
+        writer = store.layer.writer
+        if location.sqlite_file:
+            from sqlalchemy import event
+
+            def read_only(dbapi, _record):
+                dbapi.cursor().execute("PRAGMA query_only=1")
+
+            event.listen(store.layer.engine.sync_engine, "connect", read_only)
+        else:
+            async with store.layer.engine.begin() as conn:
+                name = (await conn.exec_driver_sql("select current_database()")).scalar()
+                await conn.exec_driver_sql(f'ALTER DATABASE "{name}" SET default_transaction_read_only = on')
+        await store.layer.engine.dispose()
+        await asyncio.create_task(as_user(store, "mallory", "t-mallory", 100))  # a task: a context of its own
+        told = set(writer.over_share)
+        await asyncio.create_task(as_user(store, "alice", "t-alice", 15))
+        if location.sqlite_file:
+            event.remove(store.layer.engine.sync_engine, "connect", read_only)
+        else:
+            async with store.layer.engine.begin() as conn:
+                await conn.exec_driver_sql("SET TRANSACTION READ WRITE")
+                await conn.exec_driver_sql(f'ALTER DATABASE "{name}" SET default_transaction_read_only = off')
+        await store.layer.engine.dispose()
+        await writer.drain(60)
+        stored = {tid: [s["output"] for s in (await store.layer.get_thread(tid))["steps"]]
+                  for tid in ("t-mallory", "t-alice")}
+        return told, set(writer.over_share), stored
+
+    told, told_after, stored = run_with_store(location, body)
+    assert told == {"mallory"} and told_after == set()  # said while over the share, no longer once they landed
+    assert stored["t-alice"] == [f"alice {n}" for n in range(15)]  # every one of alice's, in order
+    assert stored["t-mallory"] == [f"mallory {n}" for n in range(20)]  # mallory's share, the first ones
+
+
 def test_a_corrupt_sqlite_file_is_moved_aside_and_a_fresh_one_started(tmp_path):
     path = tmp_path / "chats.db"
     garbage = b"this is not a database " * 100
