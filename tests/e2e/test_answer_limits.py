@@ -1,0 +1,156 @@
+"""Answers at their limits, in Chromium with real answers (SmolLM2-135M-Instruct, greedy; issue 35): an answer cut
+off at max_tokens says so and continues in place, on the page and in a chat reopened from the history sidebar.
+
+Checked on the engine's side too: vLLM's ``vllm:prompt_tokens_total`` counts what the continuation sent, which must
+be the chat template's render of the question with the answer so far as the prompt's end (no new turn).
+The file name sorts before the other e2e modules on purpose: this module's app stops before the package-wide
+tiny-model app starts, so one engine runs at a time.
+"""
+import json
+import re
+import sqlite3
+import time
+
+import pytest
+
+from app.i18n import t
+from tests.helpers import (
+    STATS_EN,
+    open_sidebar,
+    prompt_tokens,
+    running_app,
+    send,
+    wait_chat_opened,
+    wait_stats,
+)
+
+pytestmark = pytest.mark.timeout(600)
+LIMIT = 24  # the answer budget: every answer to POEM reaches it
+POEM = "Write a short poem about the sea."
+LENGTH_LINE = t("en-US", "length_limit", tokens=LIMIT)
+
+
+@pytest.fixture(scope="module")
+def limits_app(real_model_dir, tmp_path_factory):
+    data = tmp_path_factory.mktemp("limits-data")
+    # float32 and greedy: the same answers on every run (as tests/e2e/test_answers_real_model.py)
+    with running_app(real_model_dir, tmp_path_factory.mktemp("limits-app"), "--temperature", "0", "--dtype",
+                     "float32", "--max-model-len", "2048", "--max-tokens", str(LIMIT), "--data-dir", str(data)) as app:
+        app.db = data / "chats.db"
+        yield app
+
+
+@pytest.fixture(scope="module")
+def tokenizer(real_model_dir):
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(real_model_dir)
+
+
+@pytest.fixture
+def open_page(browser, limits_app):
+    contexts = []
+
+    def open_it(path="/"):
+        context = browser.new_context(locale="en-US", viewport={"width": 1280, "height": 900})
+        contexts.append(context)
+        page = context.new_page()
+        page.goto(limits_app.url + path)
+        wait_chat_opened(page)
+        return page
+
+    yield open_it
+    for context in contexts:
+        context.close()
+
+
+def answers(page):
+    return page.locator('[data-step-type="assistant_message"]')
+
+
+def stored_answer(app, question: str) -> tuple[str, str]:
+    """The chat's id and its answer as the model wrote it (the saved text less its footer), from the database."""
+    with sqlite3.connect(app.db) as db:
+        thread_id, = db.execute("select thread_id from steps where type = 'user_message' and data like ?",
+                                (f"%{question}%",)).fetchone()
+        data, = db.execute("select data from steps where thread_id = ? and type = 'assistant_message'",
+                           (thread_id,)).fetchone()
+    step = json.loads(data)
+    footer = step["metadata"].get("footer", "")
+    return thread_id, step["output"][:len(step["output"]) - len(footer)]
+
+
+def continuation_prompt(tokenizer, question: str, so_far: str) -> int:
+    """Tokens of the prompt that continues ``so_far``: the question, then the answer so far as the prompt's end."""
+    ids = tokenizer.apply_chat_template([{"role": "user", "content": question},
+                                         {"role": "assistant", "content": so_far}],
+                                        tokenize=True, continue_final_message=True)
+    return len(ids["input_ids"] if hasattr(ids, "keys") else ids)
+
+
+def wait_continued(page, first_prompt: int, timeout_ms: int = 120000) -> tuple[int, int]:
+    """The one answer's new stats line (prompt and answer tokens) once the continuation has finished."""
+    page.wait_for_function(
+        """first => { const m = document.querySelectorAll('[data-step-type="assistant_message"]');
+            if (m.length !== 1) return false;
+            const found = /prompt (\\d+) tokens · answer (\\d+) tokens/.exec(m[0].innerText);
+            return !!found && Number(found[1]) > first; }""", arg=first_prompt, timeout=timeout_ms)
+    prompt, tokens, _, _ = STATS_EN.findall(answers(page).first.inner_text())[0]
+    return int(prompt), int(tokens)
+
+
+def wait_engine_prompts(app, before: float, expected: int, timeout: float = 10) -> float:
+    """vLLM's count of prompt tokens since ``before``, once it has counted ``expected`` (or the time is up)."""
+    deadline = time.monotonic() + timeout
+    while prompt_tokens(app) - before < expected and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return prompt_tokens(app) - before
+
+
+def shown_text(page) -> str:
+    """The answer as the page shows it, without its stats line and what follows."""
+    return " ".join(STATS_EN.split(answers(page).first.inner_text())[0].split())
+
+
+def continue_and_check(page, app, tokenizer, question: str) -> None:
+    """Press Continue under the cut-off answer: the same message grows from a prompt that ends with the answer."""
+    thread_id, so_far = stored_answer(app, question)
+    first_prompt = int(STATS_EN.findall(answers(page).first.inner_text())[0][0])
+    before_text, before = shown_text(page), prompt_tokens(app)
+    page.get_by_role("button", name="Continue").click()
+    prompt, tokens = wait_continued(page, first_prompt)
+    expected = continuation_prompt(tokenizer, question, so_far)
+    assert prompt == expected, (prompt, expected, so_far)  # no end of turn, no new assistant turn in it
+    assert wait_engine_prompts(app, before, expected) == expected  # what the engine was sent
+    assert answers(page).count() == 1 and shown_text(page).startswith(before_text[:60]), shown_text(page)
+    _, continued = stored_answer(app, question)
+    assert continued.startswith(so_far) and len(continued) > len(so_far)  # saved as one answer
+    assert 0 < tokens <= LIMIT
+
+
+def test_an_answer_cut_at_its_limit_says_so_and_continue_writes_on_in_the_same_answer(open_page, limits_app,
+                                                                                       tokenizer):
+    page = open_page()
+    send(page, POEM)
+    prompt, tokens, _, _ = wait_stats(page, 1, timeout=120)
+    assert int(tokens) == LIMIT
+    page.get_by_text(LENGTH_LINE).wait_for(timeout=10000)  # said under the answer
+    assert page.get_by_role("button", name="Regenerate").count() == 1
+    continue_and_check(page, limits_app, tokenizer, POEM)
+
+
+def test_a_chat_reopened_from_the_sidebar_says_its_answer_was_cut_and_continues_it(open_page, limits_app,
+                                                                                   tokenizer):
+    question = "Write a short story about a lighthouse."
+    page = open_page()
+    send(page, question)
+    wait_stats(page, 1, timeout=120)
+    thread_id, _ = stored_answer(limits_app, question)
+    page = open_page()  # a new tab: the chat is in the history sidebar
+    open_sidebar(page)
+    page.locator(f"#thread-{thread_id}").get_by_text(question).click()
+    page.wait_for_function(f"() => location.pathname.endsWith('/thread/{thread_id}')", timeout=10000)
+    page.get_by_text(LENGTH_LINE).wait_for(timeout=30000)
+    page.get_by_role("button", name="Continue").wait_for(timeout=10000)
+    assert re.search(rf"answer {LIMIT} tokens", answers(page).first.inner_text())
+    continue_and_check(page, limits_app, tokenizer, question)
