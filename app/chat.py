@@ -46,7 +46,7 @@ from app.engine_status import EngineState
 from app.errors import EngineUnavailable, PromptTooLongError, RequestRefused
 from app.history.presets import PresetStore
 from app.i18n import STARTERS, t
-from app.markdown_nesting import limit_nesting
+from app.markdown_nesting import closing_fence, limit_nesting
 from app.preset_commands import is_preset_command, offer_presets, run_preset_command
 from app.runtime import Runtime, current_runtime
 from app.settings import SAMPLING_BOUNDS
@@ -285,12 +285,12 @@ async def _stream_answer(rt: Runtime, language: str, token_ids: list[int], sampl
         if outcome == "done":
             decode = time.perf_counter() - (first_token_at or started)
             values = stats_line_values(tokens, (first_token_at - started) if first_token_at else None, decode)
-            footer = "\n\n" + t(language, "stats", prompt=len(token_ids), **values)
+            lines = "\n\n" + t(language, "stats", prompt=len(token_ids), **values)
             metadata: dict[str, Any] = {"kind": KIND_ANSWER}
             if finish == LENGTH:  # said under the answer, and Continue offered (here and in a resumed chat)
-                footer += "\n\n`" + t(language, "length_limit", tokens=sampling.max_tokens) + "`"
+                lines += "\n\n`" + t(language, "length_limit", tokens=sampling.max_tokens) + "`"
                 metadata[FINISH] = LENGTH
-            reply.content = limit_nesting("".join(parts)) + footer
+            reply.content, footer = _with_footer("".join(parts), lines)
             reply.metadata = {**metadata, "footer": footer}
             await _offer_actions(reply, language)
             # stream_token sent the message with the first piece; an empty answer was never sent.
@@ -301,11 +301,18 @@ async def _stream_answer(rt: Runtime, language: str, token_ids: list[int], sampl
             # Stopped or cut off: the answer so far stays in the chat (and in the next prompt); a stopped one
             # says so under it (the footer is never part of a prompt).
             if outcome == "stopped":
-                footer = "\n\n`" + t(language, "stopped") + "`"
-                reply.content = limit_nesting("".join(parts)) + footer
+                reply.content, footer = _with_footer("".join(parts), "\n\n`" + t(language, "stopped") + "`")
                 reply.metadata = {"kind": KIND_ANSWER, "footer": footer}
             await reply.update()
         await _warn_if_history_fails(rt, language)
+
+
+def _with_footer(text: str, lines: str) -> tuple[str, str]:
+    """An answer as shown, with the app's ``lines`` under it, and the footer (what the prompt leaves out again):
+    the nesting limited, and a code block the answer left open closed first, else the lines render as code."""
+    shown = limit_nesting(text)
+    footer = closing_fence(shown) + lines
+    return shown + footer, footer
 
 
 class NestingWatch:
@@ -366,8 +373,7 @@ async def _mark_interrupted(thread: dict[str, Any], language: str) -> None:
     for step in messages:
         if not (step.get("metadata") or {}).get(PARTIAL):
             continue
-        footer = "\n\n`" + t(language, "interrupted") + "`"
-        step["output"] = (step.get("output") or "") + footer
+        step["output"], footer = _with_footer(step.get("output") or "", "\n\n`" + t(language, "interrupted") + "`")
         step["metadata"] = {"kind": KIND_ANSWER, "footer": footer}  # the footer never goes into a prompt
         step["streaming"] = False  # saved while it streamed: the page would draw it as still coming, no buttons
         await get_data_layer().update_step(step)

@@ -1,5 +1,6 @@
 """Answers at their limits, in Chromium with real answers (SmolLM2-135M-Instruct, greedy; issue 35): an answer cut
-off at max_tokens says so and continues in place, on the page and in a chat reopened from the history sidebar.
+off at max_tokens says so and continues in place, on the page and in a chat reopened from the history sidebar; cut
+off inside a code block, its stats line stays out of the code.
 
 Checked on the engine's side too: vLLM's ``vllm:prompt_tokens_total`` counts what the continuation sent, which must
 be the chat template's render of the question with the answer so far as the prompt's end (no new turn).
@@ -25,9 +26,11 @@ from tests.helpers import (
 )
 
 pytestmark = pytest.mark.timeout(600)
-LIMIT = 24  # the answer budget: every answer to POEM reaches it
+LIMIT = 64  # the answer budget (issue 35's Settings -> max answer tokens 64): every answer here reaches it
 POEM = "Write a short poem about the sea."
 LENGTH_LINE = t("en-US", "length_limit", tokens=LIMIT)
+# The stats line as the page shows it, or as code (inside a code block its backticks show as they are).
+STATS_AS_TEXT_OR_CODE = re.compile(r"prompt (\d+) tokens`? · `?answer (\d+) tokens")
 
 
 @pytest.fixture(scope="module")
@@ -154,3 +157,22 @@ def test_a_chat_reopened_from_the_sidebar_says_its_answer_was_cut_and_continues_
     page.get_by_role("button", name="Continue").wait_for(timeout=10000)
     assert re.search(rf"answer {LIMIT} tokens", answers(page).first.inner_text())
     continue_and_check(page, limits_app, tokenizer, question)
+
+
+def test_an_answer_cut_off_inside_a_code_block_keeps_the_apps_lines_out_of_the_code(open_page, limits_app):
+    """The stats line once rendered as highlighted Python: the code block the answer left open is closed first."""
+    question = "Write a long Python program that manages a library of books, all in one code block."
+    page = open_page()
+    send(page, question)
+    wait_stats(page, 1, pattern=STATS_AS_TEXT_OR_CODE, timeout=120)
+    _, so_far = stored_answer(limits_app, question)
+    assert so_far.count("```") % 2 == 1, f"the answer was not cut off inside its code block: {so_far!r}"
+    answer = answers(page).first
+    code = answer.locator("pre")
+    assert code.count() == 1 and "books = [" in code.inner_text(), answer.inner_text()  # the program, as code
+    assert not STATS_AS_TEXT_OR_CODE.search(code.inner_text()), code.inner_text()
+    assert "length limit" not in code.inner_text()
+    # The app's lines are its own: the stats figures are inline code spans outside the block, the length line too.
+    first_figure = answer.locator("code", has_text=re.compile(r"^prompt \d+ tokens$"))
+    assert first_figure.count() == 1 and first_figure.evaluate("e => !e.closest('pre')")
+    assert answer.get_by_text(LENGTH_LINE).evaluate("e => !e.closest('pre')")
