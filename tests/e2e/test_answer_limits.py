@@ -1,6 +1,7 @@
 """Answers at their limits, in Chromium with real answers (SmolLM2-135M-Instruct, greedy; issue 35): an answer cut
 off at max_tokens says so and continues in place, on the page and in a chat reopened from the history sidebar; cut
-off inside a code block, its stats line stays out of the code.
+off inside a code block, its stats line stays out of the code; a reopened chat's last answer can be regenerated, and
+no answer makes the page ask for an avatar the server refuses.
 
 Checked on the engine's side too: vLLM's ``vllm:prompt_tokens_total`` counts what the continuation sent, which must
 be the chat template's render of the question with the answer so far as the prompt's end (no new turn).
@@ -20,7 +21,9 @@ from tests.helpers import (
     open_sidebar,
     prompt_tokens,
     running_app,
+    running_requests,
     send,
+    set_max_answer_tokens,
     wait_chat_opened,
     wait_stats,
 )
@@ -176,3 +179,59 @@ def test_an_answer_cut_off_inside_a_code_block_keeps_the_apps_lines_out_of_the_c
     first_figure = answer.locator("code", has_text=re.compile(r"^prompt \d+ tokens$"))
     assert first_figure.count() == 1 and first_figure.evaluate("e => !e.closest('pre')")
     assert answer.get_by_text(LENGTH_LINE).evaluate("e => !e.closest('pre')")
+
+
+def refused_requests(page, into: list) -> None:
+    """Record every response of ``page`` with an error status (the browser logs each one in its console)."""
+    page.on("response", lambda r: into.append(f"{r.status} {r.url}") if r.status >= 400 else None)
+
+
+def test_a_reopened_chats_last_answer_can_be_regenerated(open_page, limits_app):
+    """Regenerate was only on the answers of the tab that wrote them; a chat opened from the sidebar had none."""
+    question = "What is the capital of France?"
+    page = open_page()
+    send(page, question)
+    prompt, tokens, _, _ = wait_stats(page, 1, timeout=120)
+    assert int(tokens) < LIMIT  # it ended by itself: Regenerate, and no Continue
+    thread_id, _ = stored_answer(limits_app, question)
+    page = open_page()
+    open_sidebar(page)
+    page.locator(f"#thread-{thread_id}").get_by_text(question).click()
+    page.wait_for_function(f"() => location.pathname.endsWith('/thread/{thread_id}')", timeout=10000)
+    regenerate = page.get_by_role("button", name="Regenerate")
+    regenerate.wait_for(timeout=30000)
+    assert page.get_by_role("button", name="Continue").count() == 0
+    old_answer = answers(page).first.get_attribute("id")
+    before = prompt_tokens(limits_app)
+    regenerate.click()
+    page.locator(f"#{old_answer}").wait_for(state="detached", timeout=60000)
+    again, _, _, _ = wait_stats(page, 1, timeout=120)
+    # The same question answered again from the reopened chat: the same prompt, as the engine counted it.
+    assert again == prompt and wait_engine_prompts(limits_app, before, int(prompt)) == int(prompt)
+    assert answers(page).count() == 1
+
+
+def test_no_answer_asks_for_an_avatar_the_server_refuses(open_page, limits_app):
+    """Each message's avatar came from /avatars/<author>; a message with Chainlit's default author (its "Task
+    manually stopped." on Stop, which the app then replaces) asked /avatars/<page title>, refused with a 400
+    ('·' in "smollm2-135m-instruct · ernie-chat"). Every avatar is now the app's icon."""
+    refused: list[str] = []
+    page = open_page()
+    refused_requests(page, refused)
+    send(page, "What is the capital of France?")
+    wait_stats(page, 1, timeout=120)
+    set_max_answer_tokens(page, "End")  # long enough to be stopped while it is written
+    send(page, "Write a very long story about the sea.")
+    deadline = time.monotonic() + 60
+    while running_requests(limits_app) < 1:
+        assert time.monotonic() < deadline, "the engine never started the long answer"
+        time.sleep(0.05)
+    page.locator("#stop-button").click()
+    page.get_by_text(t("en-US", "stopped")).wait_for(timeout=30000)
+    # Every avatar drawn so far is the app's icon, loaded.
+    avatars = page.locator('[data-step-type="assistant_message"] img, .ai-message img')
+    assert avatars.count() >= 2
+    for n in range(avatars.count()):
+        avatars.nth(n).evaluate("img => img.complete || new Promise(done => { img.onload = img.onerror = done; })")
+        assert avatars.nth(n).evaluate("img => img.naturalWidth") > 0
+    assert refused == []
