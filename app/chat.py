@@ -214,7 +214,8 @@ async def _stream_answer(rt: Runtime, language: str, token_ids: list[int], sampl
     parts: list[str] = []
     nesting = NestingWatch()
     if continuing is not None:
-        # The same message grows: its footer (the length line, the stats) goes while the rest comes.
+        # The same message grows: its buttons and footer (the length line, the stats) go while the rest comes.
+        await _take_off_answer_actions()
         so_far = answer_text(continuing)
         parts.append(so_far)
         nesting.too_deep(so_far)  # the watch starts from the answer's last line
@@ -441,7 +442,6 @@ async def continue_answer(rt: Runtime, action: cl.Action) -> None:
     question = next((m for m in reversed(shown[:shown.index(reply)]) if m.type == "user_message"), None)
     if question is None:
         return
-    await _take_off_answer_actions()
     await answer(rt, question, continuing=reply)
 
 
