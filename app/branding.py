@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from app.chainlit_internals import name_the_page
+from app.chainlit_internals import avatar_for_everyone, name_the_page
 from app.settings import PROJECT_ROOT
 
 APP_NAME = "ernie-chat"
@@ -43,7 +43,9 @@ def write_welcome(model: str, folder: Path, templates: Path = PROJECT_ROOT) -> N
         (folder / name).write_text(text.replace(MODEL_PLACEHOLDER, model_name(model)), encoding="utf-8")
 
 
-def show_model(model: str, folder: Path) -> None:
-    """Name ``model`` in the page's title and welcome text (the welcome files go to ``folder``)."""
+def show_model(model: str, folder: Path, root_path: str = "") -> None:
+    """Name ``model`` in the page's title and welcome text (the welcome files go to ``folder``); the app's icon is
+    the avatar of every message (under ``root_path`` behind a proxy)."""
     write_welcome(model, folder)
     name_the_page(page_title(model), page_description(model), folder)
+    avatar_for_everyone(f"{root_path}/favicon")

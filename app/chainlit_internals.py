@@ -120,6 +120,16 @@ def name_the_page(title: str, description: str, welcome_folder: Path) -> None:
     config.root = str(welcome_folder)
 
 
+def avatar_for_everyone(url: str) -> None:
+    """Every message's avatar from ``url``. The page otherwise asks ``/avatars/<author>``, with ``config.ui.name``
+    for its own "running" avatar: that name is the page title ("SmolLM2-135M-Instruct · ernie-chat"), which
+    Chainlit's avatar route refuses ('·' is not in [a-zA-Z0-9_ .-]): a 400 in the console with every answer
+    (issue 35). Each author's avatar was the favicon already (the route falls back to it; public/ has no avatars)."""
+    from chainlit.config import config
+
+    config.ui.default_avatar_file_url = url
+
+
 # ----- sessions, files, chat contexts ---------------------------------------------------------------------
 def use_files_directory(folder: Path) -> None:
     """Chainlit keeps per-chat files (uploads, our status panel's text) under <project>/.files, created once at

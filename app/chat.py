@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from typing import Any, Optional
 
 import chainlit as cl
@@ -48,7 +48,7 @@ from app.errors import EngineUnavailable, PromptTooLongError, RequestRefused
 from app.history.chat_metadata import typed_settings
 from app.history.presets import PresetStore
 from app.i18n import STARTERS, t
-from app.markdown_nesting import limit_nesting
+from app.markdown_nesting import closing_fence, limit_nesting
 from app.preset_commands import is_preset_command, offer_presets, run_preset_command
 from app.runtime import Runtime, current_runtime
 from app.settings import SAMPLING_BOUNDS
@@ -60,6 +60,9 @@ WAIT_FOR_ENGINE_SECONDS = 600.0
 KIND_ANSWER, KIND_NOTICE = "answer", "notice"
 PARTIAL = "partial"  # in an answer's metadata while it is being written (see _save_so_far)
 REGENERATE = "regenerate"
+CONTINUE = "continue"
+# In an answer's metadata when it stopped at its length limit (max_tokens): Continue writes on from there.
+FINISH, LENGTH = "finish", "length"
 # How often a growing answer is saved: after a crash (kill -9, power loss) the chat keeps the answer up to
 # the last save. Chainlit itself saves a streamed message only when it ends.
 SAVE_EVERY_SECONDS = 2.0
@@ -119,8 +122,9 @@ def shown_turns(message: cl.Message) -> list[tuple[Message, list[str]]]:
     return turns
 
 
-async def answer(rt: Runtime, message: cl.Message) -> None:
-    """Answer one user message (new, edited or regenerated) from the chat shown above it."""
+async def answer(rt: Runtime, message: cl.Message, continuing: Optional[cl.Message] = None) -> None:
+    """Answer one user message (new, edited or regenerated) from the chat shown above it; with ``continuing``,
+    write on where that answer to it stopped at its length limit (the prompt ends with the answer so far)."""
     language = _language()
     rt.metrics.messages.inc()
     cleaned = clean_message(message.content or "")
@@ -136,7 +140,7 @@ async def answer(rt: Runtime, message: cl.Message) -> None:
         rt.metrics.rejected.labels(reason="too_many_chars").inc()
         await notice(t(language, "too_many_chars", chars=len(text), limit=rt.settings.chat.max_message_chars))
         return
-    if cleaned.changed:
+    if cleaned.changed and continuing is None:
         await notice(t(language, "sanitized"))
 
     problem = await _wait_until_ready(rt, language)
@@ -152,12 +156,13 @@ async def answer(rt: Runtime, message: cl.Message) -> None:
     system_prompt = str(chat_settings.get("system_prompt", defaults["system_prompt"]) or "")
     template = ChatTemplate(rt.tokenizer)
     max_tokens = int(sampling.values["max_tokens"])
-    if documents:
+    if documents and continuing is None:  # an answer continued keeps the passages its question was fitted with
         documents = await _fit_documents(rt, message, documents, system_prompt, text, max_tokens, template)
+    so_far = answer_text(continuing) if continuing is not None else ""
     def fit() -> tuple[Any, list[str]]:  # earlier turns render their documents' passages: off the event loop
         earlier = shown_turns(message)
         fitted = fit_to_context(system_prompt, [turn for turn, _ in earlier], render_turn(text, documents),
-                                rt.max_model_len, max_tokens, template)
+                                rt.max_model_len, max_tokens, template, answer_so_far=so_far)
         return fitted, [name for _, names in earlier[:fitted.dropped_messages] for name in names]
 
     try:
@@ -173,7 +178,7 @@ async def answer(rt: Runtime, message: cl.Message) -> None:
         await notice(t(language, "shortened", tokens=fitted.max_tokens))
 
     sampled = answer_sampling(sampling.values, defaults, fitted, rt.model.stop_token_ids)
-    await _stream_answer(rt, language, fitted.token_ids, sampled)
+    await _stream_answer(rt, language, fitted.token_ids, sampled, continuing)
 
 
 async def _fit_documents(rt: Runtime, message: cl.Message, documents: list[dict], system_prompt: str, text: str,
@@ -203,10 +208,21 @@ async def _fit_documents(rt: Runtime, message: cl.Message, documents: list[dict]
     return used
 
 
-async def _stream_answer(rt: Runtime, language: str, token_ids: list[int], sampling: Sampling) -> None:
+async def _stream_answer(rt: Runtime, language: str, token_ids: list[int], sampling: Sampling,
+                         continuing: Optional[cl.Message] = None) -> None:
     # The app answers (its favicon is the avatar): Chainlit's default author, the page's name, holds the model's
     # name, which its avatar route may refuse (it takes ASCII letters, digits and " _.-" only).
-    reply = cl.Message(content="", author=APP_NAME, metadata={"kind": KIND_ANSWER})
+    reply = continuing or cl.Message(content="", author=APP_NAME, metadata={"kind": KIND_ANSWER})
+    parts: list[str] = []
+    nesting = NestingWatch()
+    if continuing is not None:
+        # The same message grows: its buttons and footer (the length line, the stats) go while the rest comes.
+        await _take_off_answer_actions()
+        so_far = answer_text(continuing)
+        parts.append(so_far)
+        nesting.too_deep(so_far)  # the watch starts from the answer's last line
+        reply.content, reply.metadata, reply.actions = limit_nesting(so_far), {"kind": KIND_ANSWER}, []
+        await reply.update()
     queue_notice: dict[str, cl.Message] = {}
 
     async def on_queued(position: int) -> None:
@@ -218,19 +234,19 @@ async def _stream_answer(rt: Runtime, language: str, token_ids: list[int], sampl
             note.content = content
             await note.update()
 
-    parts: list[str] = []
     pending: list[str] = []
     interval = rt.settings.chat.stream_interval_ms / 1000
     started = time.perf_counter()
     last_save = started
     saving: Optional[asyncio.Task] = None
-    nesting = NestingWatch()
     first_token_at: Optional[float] = None
     tokens = 0
     last_flush = 0.0
     outcome = "done"
+    finish: Optional[str] = None
     try:
         async for delta in rt.host.stream(token_ids, sampling, on_queued=on_queued):
+            finish = delta.finish_reason or finish
             if "msg" in queue_notice:
                 await queue_notice.pop("msg").remove()
             if first_token_at is None and delta.new_tokens:
@@ -272,10 +288,14 @@ async def _stream_answer(rt: Runtime, language: str, token_ids: list[int], sampl
         if outcome == "done":
             decode = time.perf_counter() - (first_token_at or started)
             values = stats_line_values(tokens, (first_token_at - started) if first_token_at else None, decode)
-            footer = "\n\n" + t(language, "stats", prompt=len(token_ids), **values)
-            reply.content = limit_nesting("".join(parts)) + footer
-            reply.metadata = {"kind": KIND_ANSWER, "footer": footer}
-            await _offer_regenerate(reply, language)
+            lines = "\n\n" + t(language, "stats", prompt=len(token_ids), **values)
+            metadata: dict[str, Any] = {"kind": KIND_ANSWER}
+            if finish == LENGTH:  # said under the answer, and Continue offered (here and in a resumed chat)
+                lines += "\n\n`" + t(language, "length_limit", tokens=sampling.max_tokens) + "`"
+                metadata[FINISH] = LENGTH
+            reply.content, footer = _with_footer("".join(parts), lines)
+            reply.metadata = {**metadata, "footer": footer}
+            await _offer_actions(reply, language)
             # stream_token sent the message with the first piece; an empty answer was never sent.
             await (reply.update() if parts else reply.send())
             if rt.gpu_memory:
@@ -284,11 +304,18 @@ async def _stream_answer(rt: Runtime, language: str, token_ids: list[int], sampl
             # Stopped or cut off: the answer so far stays in the chat (and in the next prompt); a stopped one
             # says so under it (the footer is never part of a prompt).
             if outcome == "stopped":
-                footer = "\n\n`" + t(language, "stopped") + "`"
-                reply.content = limit_nesting("".join(parts)) + footer
+                reply.content, footer = _with_footer("".join(parts), "\n\n`" + t(language, "stopped") + "`")
                 reply.metadata = {"kind": KIND_ANSWER, "footer": footer}
             await reply.update()
         await _warn_if_history_fails(rt, language)
+
+
+def _with_footer(text: str, lines: str) -> tuple[str, str]:
+    """An answer as shown, with the app's ``lines`` under it, and the footer (what the prompt leaves out again):
+    the nesting limited, and a code block the answer left open closed first, else the lines render as code."""
+    shown = limit_nesting(text)
+    footer = closing_fence(shown) + lines
+    return shown + footer, footer
 
 
 class NestingWatch:
@@ -340,43 +367,56 @@ async def _save_so_far(reply: cl.Message, text: str) -> None:
 
 
 async def _mark_interrupted(thread: dict[str, Any], language: str) -> None:
-    """A resumed chat whose answer was saved mid-stream (the app was killed under it) says so under that answer
-    and offers Regenerate when it is the chat's newest message. Runs before Chainlit builds the chat and the page
-    from ``thread``'s steps, so both get the marked answer; the mark is saved, so it is made once."""
+    """A resumed chat whose answer was saved mid-stream (the app was killed under it) says so under that answer.
+    Runs before Chainlit builds the chat and the page from ``thread``'s steps, so both get the marked answer; the
+    mark is saved, so it is made once."""
     from chainlit.data import get_data_layer
 
     messages = [step for step in thread.get("steps", []) if "message" in step.get("type", "")]
     for step in messages:
         if not (step.get("metadata") or {}).get(PARTIAL):
             continue
-        footer = "\n\n`" + t(language, "interrupted") + "`"
-        step["output"] = (step.get("output") or "") + footer
+        step["output"], footer = _with_footer(step.get("output") or "", "\n\n`" + t(language, "interrupted") + "`")
         step["metadata"] = {"kind": KIND_ANSWER, "footer": footer}  # the footer never goes into a prompt
         step["streaming"] = False  # saved while it streamed: the page would draw it as still coming, no buttons
         await get_data_layer().update_step(step)
-        if step is messages[-1]:
-            action = _regenerate_action(language)
-            await action.send(for_id=step["id"])
-            cl.user_session.set("regenerate_action", action)
 
 
-def _regenerate_action(language: str) -> cl.Action:
-    return cl.Action(name=REGENERATE, payload={}, label=t(language, "regenerate"), icon="refresh-cw",
-                     tooltip=t(language, "regenerate"))
+def _answer_actions(metadata: Optional[dict[str, Any]], language: str) -> list[cl.Action]:
+    """The buttons under the newest answer: Regenerate, and Continue when it stopped at its length limit."""
+    names = [REGENERATE] + ([CONTINUE] if (metadata or {}).get(FINISH) == LENGTH else [])
+    icons = {REGENERATE: "refresh-cw", CONTINUE: "arrow-right"}
+    return [cl.Action(name=name, payload={}, label=t(language, name), icon=icons[name], tooltip=t(language, name))
+            for name in names]
 
 
-async def _offer_regenerate(reply: cl.Message, language: str) -> None:
-    """Put the regenerate button on this answer, and take it off the previous one: only the newest answer
-    can be regenerated (an older one has later turns built on it)."""
-    previous: Optional[cl.Action] = cl.user_session.get("regenerate_action")
-    if previous is not None:
+async def _take_off_answer_actions() -> None:
+    """The newest answer's buttons leave the page: a newer answer gets them, or this one is being rewritten."""
+    for action in cl.user_session.get("answer_actions") or ():
         try:
-            await previous.remove()
+            await action.remove()
         except Exception:  # that answer was removed with an edit
-            log.debug("old regenerate action already gone", exc_info=True)
-    action = _regenerate_action(language)
-    reply.actions = [action]
-    cl.user_session.set("regenerate_action", action)
+            log.debug("old answer action already gone", exc_info=True)
+    cl.user_session.set("answer_actions", [])
+
+
+async def _offer_actions(reply: cl.Message, language: str) -> None:
+    """Put the buttons on this answer (sent with it), and take them off the previous one: only the newest answer
+    can be regenerated or continued (an older one has later turns built on it)."""
+    await _take_off_answer_actions()
+    reply.actions = _answer_actions(reply.metadata, language)
+    cl.user_session.set("answer_actions", reply.actions)
+
+
+async def _offer_actions_on_resume(thread: dict[str, Any], language: str) -> None:
+    """A reopened chat gets the buttons on its newest message when that is an answer, as the chat had them."""
+    messages = [step for step in thread.get("steps", []) if "message" in step.get("type", "")]
+    if not messages or (messages[-1].get("metadata") or {}).get("kind") != KIND_ANSWER:
+        return
+    actions = _answer_actions(messages[-1].get("metadata"), language)
+    for action in actions:
+        await action.send(for_id=messages[-1]["id"])
+    cl.user_session.set("answer_actions", actions)
 
 
 async def regenerate(rt: Runtime, action: cl.Action) -> None:
@@ -390,8 +430,21 @@ async def regenerate(rt: Runtime, action: cl.Action) -> None:
         return
     for later in shown[shown.index(question) + 1:]:
         await later.remove()
-    cl.user_session.set("regenerate_action", None)
+    cl.user_session.set("answer_actions", [])
     await answer(rt, question)
+
+
+async def continue_answer(rt: Runtime, action: cl.Action) -> None:
+    """Write on where the answer stopped at its length limit: into the same message, from a prompt that ends with
+    the answer so far (no new turn), so the model takes it up mid-sentence or mid-code."""
+    shown = cl.chat_context.get()
+    reply = next((m for m in shown if m.id == action.forId), None)
+    if reply is None or (reply.metadata or {}).get(FINISH) != LENGTH:
+        return
+    question = next((m for m in reversed(shown[:shown.index(reply)]) if m.type == "user_message"), None)
+    if question is None:
+        return
+    await answer(rt, question, continuing=reply)
 
 
 # Answers one chat may have running or queued at once; more would hold other users' places in the queue
@@ -518,6 +571,7 @@ def install() -> None:
         rt = current_runtime()
         await _open_chat(rt, cl.user_session.get("chat_settings") or {})
         await _mark_interrupted(thread, _language())
+        await _offer_actions_on_resume(thread, _language())
         relink_resumed_files(thread, rt.settings.server.root_path)
 
     @cl.on_chat_end
@@ -555,21 +609,26 @@ def install() -> None:
         if message == SHOW_STATUS_MESSAGE:
             await show_status(current_runtime(), _language())
 
-    @cl.action_callback(REGENERATE)
-    async def on_regenerate(action: cl.Action) -> None:
-        # Actions arrive as an HTTP request: answer in a task of its own (with the stop button shown)
-        # instead of holding the request open for the whole answer.
-        rt = current_runtime()
-        emitter = cl.context.emitter
+    def answering(handler: Callable[[Runtime, cl.Action], Coroutine[Any, Any, None]]) -> Callable[..., Any]:
+        async def on_action(action: cl.Action) -> None:
+            # Actions arrive as an HTTP request: answer in a task of its own (with the stop button shown)
+            # instead of holding the request open for the whole answer.
+            rt = current_runtime()
+            emitter = cl.context.emitter
 
-        async def run() -> None:
-            await emitter.task_start()
-            try:
-                await _run_tracked(regenerate(rt, action))
-            finally:
-                await emitter.task_end()
+            async def run() -> None:
+                await emitter.task_start()
+                try:
+                    await _run_tracked(handler(rt, action))
+                finally:
+                    await emitter.task_end()
 
-        asyncio.create_task(run())
+            asyncio.create_task(run())
+
+        return on_action
+
+    cl.action_callback(REGENERATE)(answering(regenerate))
+    cl.action_callback(CONTINUE)(answering(continue_answer))
 
     @cl.on_stop
     async def on_stop() -> None:

@@ -57,8 +57,13 @@ class ChatTemplate:
         self._tokenizer = tokenizer
 
     def encode(self, messages: list[Message]) -> list[int]:
-        """The prompt's token ids: the messages rendered with the model's own template, ready to answer."""
-        ids = self._tokenizer.apply_chat_template(messages, tokenize=True, add_generation_prompt=True)
+        """The prompt's token ids: the messages rendered with the model's own template, ready to answer.
+
+        When the last message is the assistant's, it is an answer cut off at its length limit and the prompt ends
+        with its text (no end of turn, no new assistant turn): the model writes on where it stopped."""
+        continuing = bool(messages) and messages[-1]["role"] == "assistant"
+        ids = self._tokenizer.apply_chat_template(messages, tokenize=True, add_generation_prompt=not continuing,
+                                                  continue_final_message=continuing)
         if isinstance(ids, dict) or hasattr(ids, "input_ids"):  # transformers 5 returns a BatchEncoding
             ids = ids["input_ids"]
         return list(ids)
@@ -78,8 +83,11 @@ MIN_ANSWER_TOKENS = int(SAMPLING_BOUNDS["max_tokens"].low)
 
 
 def fit_to_context(system_prompt: str, history: list[Message], user_text: str, max_model_len: int,
-                   max_tokens: int, template: ChatTemplate) -> FittedPrompt:
+                   max_tokens: int, template: ChatTemplate, answer_so_far: str = "") -> FittedPrompt:
     """Render history + the new message with the chat template, leaving out the oldest turns to fit.
+
+    ``answer_so_far``: the answer to ``user_text`` that stopped at its length limit, to be continued (the
+    prompt ends with it; see ``ChatTemplate.encode``).
 
     Bounded by the context, not by the chat: messages are counted from the newest back, each tokenized once,
     until the context is spent (older ones are never tokenized), and the template renders only what is kept
@@ -89,6 +97,8 @@ def fit_to_context(system_prompt: str, history: list[Message], user_text: str, m
     """
     system = [{"role": "system", "content": system_prompt}] if system_prompt.strip() else []
     new = [{"role": "user", "content": user_text}]
+    if answer_so_far:
+        new.append({"role": "assistant", "content": answer_so_far})
     alone = template.encode(system + new)
     if len(alone) + MIN_ANSWER_TOKENS > max_model_len:
         raise PromptTooLongError(len(alone), max_model_len - MIN_ANSWER_TOKENS)

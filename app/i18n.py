@@ -25,6 +25,9 @@ STRINGS: dict[str, dict[str, str]] = {
         "settings_fixed": "Setting {name} = {value} is outside {low}..{high}; using {used}.",
         "status_title": "Status",
         "regenerate": "Regenerate",
+        "continue": "Continue",
+        "length_limit": "The answer reached its length limit ({tokens} tokens): Continue writes more of it (Settings "
+                        "-> Max answer tokens sets the limit).",
         "history_failing": "This chat is not saved yet: the chat database refuses writes ({detail}). They are "
                            "kept in order and tried again until it takes them; answers still come. See the log file.",
         "panel_history": "History",
@@ -149,6 +152,9 @@ STRINGS: dict[str, dict[str, str]] = {
         "settings_fixed": "设置 {name} = {value} 超出范围 {low}..{high}；已使用 {used}。",
         "status_title": "状态",
         "regenerate": "重新生成",
+        "continue": "继续",
+        "length_limit": "回答已达到长度上限（{tokens} 个 token）：点击“继续”接着写（在设置 -> 最大生成长度 "
+                        "中调整上限）。",
         "history_failing": "本对话尚未保存：聊天数据库拒绝写入（{detail}）。写入会按顺序保留并重试，直到成功；"
                            "回答仍会继续。详情见日志文件。",
         "panel_history": "聊天记录",

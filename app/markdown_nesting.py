@@ -10,6 +10,11 @@ more than a few levels, so ``MAX_DEPTH`` (32) leaves a wide margin both ways.
 least two more columns). Markers past the limit are escaped with a backslash, so they show as the
 characters they are instead of opening another level. Lines inside a top-level fenced code block are
 left alone. Text that nests less than the limit comes back unchanged.
+
+``closing_fence`` is the other rule for what follows an answer: a line the app puts under it (the stats, "stopped
+by you") must not land inside a code block the answer left open. An answer cut off at its length limit in the middle
+of a program did that: the stats line rendered as highlighted Python (issue 35). A blockquote or a list needs no
+closing: the blank line before the app's line ends them.
 """
 from __future__ import annotations
 
@@ -18,6 +23,10 @@ import re
 MAX_DEPTH = 32
 _FENCE = re.compile(r"^ {0,3}(```|~~~)")
 _ORDERED = re.compile(r"\d{1,9}[.)]")
+# A fence line anywhere: its containers (quote '>', list markers, indentation), the fence, and what follows it.
+_ANY_FENCE = re.compile(r"^(?P<prefix>(?:[ \t]*(?:>|[-*+](?=[ \t])|\d{1,9}[.)](?=[ \t])))*[ \t]*)"
+                        r"(?P<fence>`{3,}|~{3,})(?P<rest>.*)$")
+_LIST_MARKER = re.compile(r"[-*+]|\d{1,9}[.)]")
 
 
 def _marker_at(line: str, i: int) -> int:
@@ -74,3 +83,26 @@ def limit_nesting(text: str, max_depth: int = MAX_DEPTH) -> str:
         if fenced is None:
             lines[n] = _limit_line(line, max_depth)
     return "\n".join(lines)
+
+
+def closing_fence(text: str) -> str:
+    """What closes the fenced code block ``text`` leaves open: a newline and the closing fence, or "" when none is
+    open. CommonMark's rule: a fence closes with the same character, at least as many, and nothing after it; the
+    closer sits in the opener's containers (a quote's '>' repeated, a list marker's width as indentation), else it
+    would end the list item and open a new block instead."""
+    opened = None  # (prefix, fence) of the open block
+    for line in text.split("\n"):
+        match = _ANY_FENCE.match(line)
+        if not match:
+            continue
+        fence, rest = match["fence"], match["rest"]
+        if opened is None:
+            if fence[0] == "`" and "`" in rest:  # ```x``` is inline code, not an opener
+                continue
+            opened = (match["prefix"], fence)
+        elif fence[0] == opened[1][0] and len(fence) >= len(opened[1]) and not rest.strip():
+            opened = None
+    if opened is None:
+        return ""
+    prefix = _LIST_MARKER.sub(lambda marker: " " * len(marker.group()), opened[0])
+    return ("" if text.endswith("\n") else "\n") + prefix + opened[1]

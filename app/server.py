@@ -157,7 +157,8 @@ def create_app(runtime: Runtime) -> FastAPI:
     from app.static_assets import mount_static_assets
 
     mount_static_assets(app)
-    show_model(runtime.settings.model.model, files_dir / "welcome")  # the page's title and welcome text
+    # the page's title and welcome text, and the app's icon as the avatar
+    show_model(runtime.settings.model.model, files_dir / "welcome", runtime.settings.server.root_path)
     mount_chainlit(app, CHAINLIT_TARGET, path="")
     app.add_middleware(OfflinePageMiddleware)
     install_guards(app, runtime)  # app/guards: feedback owner, API token, login rules, Host/Origin/size outermost

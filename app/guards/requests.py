@@ -9,9 +9,11 @@ from starlette.datastructures import Headers
 
 from app.errors import ErnieChatError, error_body
 
-# Images from the app itself and data: URLs only: a Markdown image the model writes (a prompt injection)
-# cannot send the chat to another server. frame-ancestors: no other site may frame the chat (clickjacking).
-CONTENT_SECURITY_POLICY = "img-src 'self' data:; frame-ancestors 'none'"
+# Images from the app itself, data: URLs and the page's own blob: URLs only: a Markdown image the model writes (a
+# prompt injection) cannot send the chat to another server. blob: is the composer's thumbnail of an attached image
+# (URL.createObjectURL of the picked file; issue 35): a blob: URL names an object this page made, in this browser,
+# and fetches nothing from anywhere. frame-ancestors: no other site may frame the chat (clickjacking).
+CONTENT_SECURITY_POLICY = "img-src 'self' data: blob:; frame-ancestors 'none'"
 
 
 def local_path(path: str, root_path: str) -> str:

@@ -1,5 +1,5 @@
-"""An answer ends where the model's chat template ends an assistant turn (issue 35), seen in Chromium and counted
-on the engine's side.
+"""An answer ends where the model's chat template ends an assistant turn (issue 35), seen in Chromium and over /v1,
+and counted on the engine's side.
 
 The model is the tiny ERNIE made to end its turn as ERNIE does (tests/tiny_model.py ``build_turn_ender``): sampled,
 it writes ``<|end_of_sentence|>`` within a few dozen tokens and never ``</s>``, the only end its
@@ -7,7 +7,9 @@ generation_config names. An engine stopping at eos alone runs each answer on to 
 The file name sorts before the other e2e modules on purpose: this module's app stops before the package-wide
 tiny-model app starts, so one engine runs at a time.
 """
+import json
 import time
+import urllib.request
 
 import pytest
 
@@ -73,3 +75,18 @@ def test_sampled_answers_end_at_the_templates_end_of_turn(page, turn_ender_app):
         assert after == {"stop": before["stop"] + 1, "length": before["length"]}, (before, after)
         assert generated_tokens(turn_ender_app) - tokens_before == answer_tokens
     assert len(STATS_EN.findall(page.inner_text("body"))) == 3
+
+
+def test_v1_answers_end_at_the_templates_end_of_turn_too(turn_ender_app):
+    """/v1 builds its sampling by the same rule: sampled answers stop (finish_reason "stop") short of max_tokens."""
+    for seed in (1, 2, 3):
+        before = finished(turn_ender_app)
+        body = {"messages": [{"role": "user", "content": "Write a poem about the sea."}], "max_tokens": MAX_TOKENS,
+                "seed": seed}
+        request = urllib.request.Request(turn_ender_app.url + "/v1/chat/completions", data=json.dumps(body).encode(),
+                                         headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(request, timeout=120) as response:
+            answer = json.loads(response.read())
+        assert answer["choices"][0]["finish_reason"] == "stop", answer["usage"]
+        assert answer["usage"]["completion_tokens"] < MAX_TOKENS
+        assert finished_after(turn_ender_app, before) == {"stop": before["stop"] + 1, "length": before["length"]}

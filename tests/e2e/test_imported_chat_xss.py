@@ -3,7 +3,7 @@ messages carry <script>, <img onerror>, an outside Markdown image, javascript: l
 in with `python launch.py import`, then opened from the sidebar of the real app. Nothing of it runs (no flag
 set, no dialog), the outside server gets no request (the page's CSP blocks the image), and the chat goes on.
 
-The page's CSP names images only (img-src 'self' data:): a script that reached the DOM would run, so this
+The page's CSP names images only (img-src 'self' data: blob:): a script that reached the DOM would run, so this
 is about the page showing chat text as text."""
 from __future__ import annotations
 

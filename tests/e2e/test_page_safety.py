@@ -1,11 +1,13 @@
 """Issue 16 in a real Chromium, no --auth-token: pages on other origins cannot drive the app, DNS rebinding
-is refused, the page survives deep Markdown, and images come only from the app (items 2 and 6)."""
+is refused, the page survives deep Markdown, and images come only from the app (items 2 and 6), or from the
+page's own blob: URLs (an attached image's thumbnail, issue 35 item 9)."""
 import time
 
 import pytest
 
+from tests import sample_documents as samples
 from tests.attacker import SOCKET_PROBE_JS, attacker_site
-from tests.helpers import CHROMIUM_ARGS, get, metric_value
+from tests.helpers import CHROMIUM_ARGS, attach, get, metric_value
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -71,6 +73,20 @@ def test_images_only_from_the_app_itself(page_for, served_app):
         assert seen["other"] == "blocked" and seen["own"] == "loaded", seen
         assert any("leak.png" in v for v in seen["violations"]), seen
         assert site.hits == []  # the browser never asked the other server
+
+
+def test_an_attached_images_thumbnail_shows_in_the_composer(page_for, tmp_path):
+    """The composer shows a picked image from a blob: URL the page makes itself; img-src once blocked it."""
+    page = page_for()
+    page.evaluate("""() => { window.__violations = [];
+        document.addEventListener('securitypolicyviolation', e => window.__violations.push(e.blockedURI)); }""")
+    attach(page, samples.png(tmp_path / "photo.png"))
+    thumbnail = page.locator('img[src^="blob:"]')
+    thumbnail.first.wait_for(state="attached", timeout=10000)
+    # Loaded or refused, the image is complete; only a loaded one has a size.
+    thumbnail.first.evaluate("img => img.complete || new Promise(done => { img.onload = img.onerror = done; })")
+    assert thumbnail.first.evaluate("img => img.naturalWidth") > 0, page.evaluate("window.__violations")
+    assert page.evaluate("window.__violations") == []
 
 
 @pytest.mark.parametrize("text", ["- " * 1000 + "x", ">" * 10000])

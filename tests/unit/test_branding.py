@@ -36,10 +36,12 @@ def test_chainlit_serves_the_models_name_as_the_title_and_welcome_text(tmp_path,
     from chainlit.markdown import get_markdown_str
     from chainlit.server import get_html_template
 
-    for field in ("name", "description"):
+    for field in ("name", "description", "default_avatar_file_url"):
         monkeypatch.setattr(config.ui, field, getattr(config.ui, field))
     monkeypatch.setattr(config, "root", config.root)
-    show_model(SMOL, tmp_path / "welcome")
+    show_model(SMOL, tmp_path / "welcome", "/chat")
+    # Every avatar is the app's icon: the page never asks /avatars/<the title>, which Chainlit refuses ('·').
+    assert config.ui.default_avatar_file_url == "/chat/favicon"
     assert f"<title>{page_title(SMOL)}</title>" in get_html_template("")
     assert page_title(SMOL) == "SmolLM2-135M-Instruct · ernie-chat"
     assert get_markdown_str(config.root, "zh-CN").startswith("# SmolLM2-135M-Instruct · ernie-chat")

@@ -169,3 +169,17 @@ def test_one_definition_of_the_sampling_bounds():
             ChatSettings(_env_file=None, **{name: below})
         assert clamp_sampling({name: below}, {"temperature": 0.8, "top_p": 0.8, "max_tokens": 512},
                               10**6).values[name] == bound.low
+
+
+def test_an_answer_cut_at_its_limit_is_continued_from_a_prompt_that_ends_with_it(tmp_path):
+    """Continue (issue 35): the question, then the answer so far as the prompt's end: ERNIE's template would close
+    it with <|end_of_sentence|> and open a new "Assistant: " turn; neither is there."""
+    from app.conversation import ChatTemplate
+    from tests.tiny_model import build_tokenizer
+
+    tokenizer = build_tokenizer(tmp_path)
+    template = ChatTemplate(tokenizer)
+    fitted = fit_to_context("", [], "Write a poem.", 4096, 64, template, answer_so_far="The waves roll")
+    assert tokenizer.decode(fitted.token_ids) == "<|begin_of_sentence|>User: Write a poem.\nAssistant: The waves roll"
+    question = fit_to_context("", [], "Write a poem.", 4096, 64, template)
+    assert tokenizer.decode(question.token_ids).endswith("Assistant: ")  # a new answer: the turn is opened

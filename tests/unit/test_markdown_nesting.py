@@ -2,7 +2,7 @@
 tests/e2e/test_page_safety.py."""
 import pytest
 
-from app.markdown_nesting import MAX_DEPTH, limit_nesting
+from app.markdown_nesting import MAX_DEPTH, closing_fence, limit_nesting
 
 
 @pytest.mark.parametrize("text", [
@@ -37,3 +37,20 @@ def test_fenced_code_is_left_alone():
     code = "```\n" + ">" * 100 + "\n```"
     assert limit_nesting(code) == code
     assert limit_nesting(code + "\n" + ">" * 100) == code + "\n" + limit_nesting(">" * 100)
+
+
+@pytest.mark.parametrize("text, closer", [
+    ("plain text", ""),
+    ("```python\nprint(1)", "\n```"),  # cut off inside the program: closed before the app's lines
+    ("```python\nprint(1)\n", "```"),
+    ("```python\nprint(1)\n```", ""),
+    ("````\n```\nx", "\n````"),  # a longer fence is closed only by as long a one
+    ("~~~\n```\nx", "\n~~~"),  # the other character does not close it
+    ("- step\n  ```sh\n  ls", "\n  ```"),  # inside a list item: the closer keeps its indentation
+    ("- ```sh\n  ls", "\n  ```"),  # the marker's width, not the marker (which would start a new item)
+    ("> ```\n> quoted code", "\n> ```"),  # inside a quote: the closer is quoted too
+    ("```x``` is inline code", ""),
+    ("> a quote\n- a list", ""),  # the blank line before the app's line ends these
+])
+def test_a_code_block_left_open_is_closed_before_the_apps_lines(text, closer):
+    assert closing_fence(text) == closer

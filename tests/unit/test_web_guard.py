@@ -119,7 +119,8 @@ def test_small_body_passes_with_the_content_security_policy():
     sent, _, _ = run_guarded([b"x" * 400, b"y" * 400])
     assert sent[0]["status"] == 200
     assert (b"content-security-policy", CONTENT_SECURITY_POLICY.encode()) in sent[0]["headers"]
-    assert "img-src 'self' data:" in CONTENT_SECURITY_POLICY
+    # Images from the app, data: and the page's own blob: URLs (the composer's thumbnails), nothing else; no framing.
+    assert CONTENT_SECURITY_POLICY == "img-src 'self' data: blob:; frame-ancestors 'none'"
 
 
 def test_uploads_have_their_own_limit_from_max_upload_mb():
