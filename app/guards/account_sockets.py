@@ -16,7 +16,7 @@ from typing import Optional
 
 from app.chainlit_internals import chat_socket_token, check_chat_socket_events, close_chat_socket, open_chat_sockets
 from app.guards.identity import LoginPolicy
-from app.guards.login import _claims
+from app.guards.login import unverified_claims
 
 log = logging.getLogger("ernie_chat.login")
 # The watcher reads only the users file's change time (app/accounts.py caches the rest), so a short period is cheap.
@@ -25,7 +25,7 @@ WATCH_EVERY_S = 0.25
 
 def login_ended(policy: LoginPolicy, token: Optional[str]) -> bool:
     """Whether the login a socket connected with no longer stands (its user removed, or given a new secret)."""
-    claims = _claims(token) if token else {}
+    claims = unverified_claims(token) if token else {}
     return bool(claims) and not policy.still_valid(claims)
 
 
@@ -44,7 +44,7 @@ async def close_ended_logins(policy: LoginPolicy) -> int:
     for sid, token in open_chat_sockets():
         if login_ended(policy, token):
             log.warning("closed the chat socket of %s: their login ended (user removed or given a new secret)",
-                        _claims(token or "").get("identifier", "?"))
+                        unverified_claims(token or "").get("identifier", "?"))
             await close_chat_socket(sid)
             closed += 1
     return closed

@@ -98,7 +98,7 @@ class RevokedTokens:
         return until is not None and until > self.clock()
 
 
-def _claims(token: str) -> dict[str, Any]:
+def unverified_claims(token: str) -> dict[str, Any]:
     """A login token's claims, read without checking its signature: only to decide whether to drop it (which
     can only take access away); Chainlit checks the signature of every token that stays."""
     try:
@@ -151,7 +151,7 @@ class LoginGuard:
     def _ended(self, token: str) -> bool:
         if self.revoked.is_revoked(token):
             return True
-        claims = _claims(token)  # {} for what is no login token at all (the /v1 Bearer key): not ours to drop
+        claims = unverified_claims(token)  # {} for what is no login token at all (the /v1 Bearer key): not ours to drop
         return bool(claims) and not self.policy.still_valid(claims)
 
     async def __call__(self, scope, receive, send) -> None:
