@@ -38,6 +38,9 @@ if TYPE_CHECKING:
     from openai.types import CompletionUsage
 
 MODEL_ID = "ernie-chat"
+# /v1's clients share one turn in the engine's queue (app/queueing.py): however many requests they send, a page's
+# question waits for one of theirs at most, not behind all of them (40 abandoned requests once held a question 30 s).
+API_CLIENTS = "/v1"
 # vLLM's own range for a seed (its OpenAI server's: a 64-bit signed integer). Past it the engine request failed
 # inside vLLM and /v1 gave a plain-text 500 with tracebacks (issue 36, N16).
 SEED_LOW, SEED_HIGH = -2**63, 2**63 - 1
@@ -142,7 +145,7 @@ def build_router() -> APIRouter:
                                      media_type="text/event-stream")
         parts, tokens, reason = [], 0, None
         try:
-            async for delta in rt.host.stream(fitted.token_ids, sampling):
+            async for delta in rt.host.stream(fitted.token_ids, sampling, owner=API_CLIENTS):
                 parts.append(delta.text)
                 tokens += delta.new_tokens
                 reason = delta.finish_reason or reason
@@ -218,7 +221,7 @@ async def _stream(rt: Runtime, fitted: FittedPrompt, sampling: Sampling, complet
     yield chunk([choice(ChoiceDelta.model_construct(role="assistant", content=""), None)])
     tokens = 0
     try:
-        async for delta in rt.host.stream(fitted.token_ids, sampling):
+        async for delta in rt.host.stream(fitted.token_ids, sampling, owner=API_CLIENTS):
             tokens += delta.new_tokens
             if delta.text or delta.finished:
                 text = {"content": delta.text} if delta.text else {}

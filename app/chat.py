@@ -46,6 +46,7 @@ from app.engine_protocol import Sampling
 from app.engine_status import EngineState
 from app.errors import EngineUnavailable, PromptTooLongError, RequestRefused
 from app.history.chat_metadata import typed_settings
+from app.history.data_layer import session_user_identifier
 from app.history.presets import PresetStore
 from app.i18n import STARTERS, t
 from app.markdown_nesting import closing_fence, limit_nesting
@@ -245,7 +246,7 @@ async def _stream_answer(rt: Runtime, language: str, token_ids: list[int], sampl
     outcome = "done"
     finish: Optional[str] = None
     try:
-        async for delta in rt.host.stream(token_ids, sampling, on_queued=on_queued):
+        async for delta in rt.host.stream(token_ids, sampling, on_queued=on_queued, owner=session_user_identifier()):
             finish = delta.finish_reason or finish
             if "msg" in queue_notice:
                 await queue_notice.pop("msg").remove()
@@ -532,7 +533,8 @@ async def _attach_documents(rt: Runtime, message: cl.Message) -> None:
     line in the chat for each one that is not read. The message itself always goes on to be answered."""
     language = _language()
     chat = rt.settings.chat
-    documents, lines = await read_documents(message.elements, chat.max_upload_mb, chat.max_upload_files, language)
+    documents, lines = await read_documents(message.elements, chat.max_upload_mb, chat.max_upload_files, language,
+                                            owner=session_user_identifier())
     for line in lines:
         await notice(line)
     message.metadata = {**(message.metadata or {}), DOCUMENTS: documents}

@@ -511,13 +511,14 @@ class EngineHost:
     # ----- requests ----------------------------------------------------------------------------------
     async def stream(self, prompt_token_ids: list[int], sampling: Sampling,
                      on_queued: Optional[PositionCallback] = None,
-                     request_id: Optional[str] = None) -> AsyncIterator[Delta]:
-        """Stream an answer. Waits in the fair queue first; cancelling (stop) aborts the engine request."""
+                     request_id: Optional[str] = None, owner: Optional[str] = None) -> AsyncIterator[Delta]:
+        """Stream an answer. Waits in the fair queue first (users take turns: ``owner``); cancelling (stop) aborts
+        the engine request."""
         request_id = request_id or f"chat-{uuid.uuid4().hex}"
         self.metrics.queued.inc()
         waiting = True
         try:
-            async with self.gate.slot(on_queued):
+            async with self.gate.slot(on_queued, owner=owner):
                 self.metrics.queued.dec()
                 waiting = False
                 if not self.ready:

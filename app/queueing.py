@@ -1,4 +1,9 @@
-"""A first-come-first-served gate: at most N generations at once, the rest wait in order.
+"""A fair gate: at most N at once; the rest wait, taking turns by owner (each user in turn), in order within one.
+
+The next slot goes to the waiting owner served longest ago, so one owner's backlog holds another back by one turn
+per owner ahead at most: a user with many slow files queued used to make another user's 30-byte file wait 121 s
+for a document reader (issue 36 N6). Waiters without an owner share one turn (first come, first served among
+them, as before owners existed).
 
 Waiters are told their position whenever it changes, so the UI can say "queued, 2 ahead of you".
 Cancelled waiters leave the queue without disturbing the others.
@@ -7,8 +12,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections import deque
+from collections import Counter, deque
 from collections.abc import AsyncIterator, Awaitable, Callable
+from itertools import chain, zip_longest
 from typing import Optional
 
 PositionCallback = Callable[[int], Awaitable[None]]
@@ -20,35 +26,57 @@ class FairGate:
             raise ValueError("limit must be >= 1")
         self.limit = limit
         self.active = 0
-        self._waiters: deque[asyncio.Future] = deque()
+        self._turns: dict[Optional[str], deque[asyncio.Future]] = {}  # each owner's waiters, in order
+        self._owner_of: dict[asyncio.Future, Optional[str]] = {}
         self._callbacks: dict[asyncio.Future, Optional[PositionCallback]] = {}
+        # When each owner holding or waiting for a slot was last given one: the owner served longest ago goes next
+        # (one who has never been served first), so the owner holding the slot now waits for everyone else's turn.
+        self._served_at: dict[Optional[str], int] = {}
+        self._holding: Counter[Optional[str]] = Counter()
+        self._grants = 0
 
     @property
     def queued(self) -> int:
-        return len(self._waiters)
+        return len(self._owner_of)
 
     @contextlib.asynccontextmanager
-    async def slot(self, on_position: Optional[PositionCallback] = None) -> AsyncIterator[None]:
-        await self._acquire(on_position)
+    async def slot(self, on_position: Optional[PositionCallback] = None,
+                   owner: Optional[str] = None) -> AsyncIterator[None]:
+        await self._acquire(on_position, owner)
         try:
             yield
         finally:
-            self._release()
+            self._release(owner)
 
-    async def _acquire(self, on_position: Optional[PositionCallback]) -> None:
-        if self.active < self.limit and not self._waiters:
+    def _owners_in_turn(self) -> list[Optional[str]]:
+        return sorted(self._turns, key=lambda owner: self._served_at.get(owner, 0))  # stable: ties by arrival
+
+    def _order(self) -> list[asyncio.Future]:
+        """Who goes next, then after, ...: one of each owner in turn."""
+        rounds = zip_longest(*(self._turns[owner] for owner in self._owners_in_turn()))
+        return [waiter for waiter in chain.from_iterable(rounds) if waiter is not None]
+
+    def _grant(self, owner: Optional[str]) -> None:
+        self._grants += 1
+        self._served_at[owner] = self._grants
+        self._holding[owner] += 1
+
+    async def _acquire(self, on_position: Optional[PositionCallback], owner: Optional[str]) -> None:
+        if self.active < self.limit and not self._owner_of:
             self.active += 1
+            self._grant(owner)
             return
         waiter = asyncio.get_running_loop().create_future()
-        self._waiters.append(waiter)
+        self._turns.setdefault(owner, deque()).append(waiter)
+        self._owner_of[waiter] = owner
         self._callbacks[waiter] = on_position
         if on_position:
-            await on_position(len(self._waiters))
+            await on_position(self._order().index(waiter) + 1)
         try:
             await waiter
         except asyncio.CancelledError:
             if waiter.done() and not waiter.cancelled():
-                self._release()  # granted just as we were cancelled: pass the slot on
+                self._release(owner)  # granted just as we were cancelled: pass the slot on
             else:
                 self._remove(waiter)
             raise
@@ -56,21 +84,42 @@ class FairGate:
             self._callbacks.pop(waiter, None)
 
     def _remove(self, waiter: asyncio.Future) -> None:
-        with contextlib.suppress(ValueError):
-            self._waiters.remove(waiter)
+        owner = self._owner_of.pop(waiter, None)
+        queue = self._turns.get(owner)
+        if queue is not None:
+            with contextlib.suppress(ValueError):
+                queue.remove(waiter)
+            if not queue:
+                del self._turns[owner]
+        self._forget_if_gone(owner)
         self._notify_positions()
 
-    def _release(self) -> None:
-        while self._waiters:
-            waiter = self._waiters.popleft()
+    def _forget_if_gone(self, owner: Optional[str]) -> None:
+        """An owner neither holding nor waiting is forgotten: memory stays bounded by those in the gate."""
+        if not self._holding.get(owner) and owner not in self._turns:
+            self._holding.pop(owner, None)
+            self._served_at.pop(owner, None)
+
+    def _release(self, owner: Optional[str]) -> None:
+        self._holding[owner] -= 1
+        self._forget_if_gone(owner)
+        while self._turns:
+            next_owner = self._owners_in_turn()[0]
+            queue = self._turns[next_owner]
+            waiter = queue.popleft()
+            if not queue:
+                del self._turns[next_owner]
+            self._owner_of.pop(waiter, None)
             if not waiter.done():
-                waiter.set_result(None)  # the slot moves to the next in line; active stays the same
+                self._grant(next_owner)
+                waiter.set_result(None)  # the slot moves to the next in turn; active stays the same
                 self._notify_positions()
                 return
+            self._forget_if_gone(next_owner)
         self.active -= 1
 
     def _notify_positions(self) -> None:
-        for position, waiter in enumerate(self._waiters, start=1):
+        for position, waiter in enumerate(self._order(), start=1):
             callback = self._callbacks.get(waiter)
             if callback:
                 asyncio.ensure_future(callback(position))

@@ -28,9 +28,10 @@ def configure_uploads(chat_settings: Any) -> None:
     set_upload_limits(chat_settings.max_upload_mb, chat_settings.max_upload_files)
 
 
-async def read_documents(elements: list[Any], max_upload_mb: int, max_files: int,
-                         language: str) -> tuple[list[Document], list[str]]:
-    """The message's files read into documents, and the lines to show for those that were not (or only partly)."""
+async def read_documents(elements: list[Any], max_upload_mb: int, max_files: int, language: str,
+                         owner: Optional[str] = None) -> tuple[list[Document], list[str]]:
+    """The message's files read into documents, and the lines to show for those that were not (or only partly);
+    ``owner``: the user they are read for (users take turns for the workers)."""
     files = [e for e in elements if getattr(e, "path", None)]
     lines: list[str] = []
     if len(files) > max_files:
@@ -38,19 +39,20 @@ async def read_documents(elements: list[Any], max_upload_mb: int, max_files: int
         lines.append(t(language, "doc_too_many", count=len(files), limit=max_files, names=left_out))
         files = files[:max_files]
     # At once, as far as the workers' limit lets (app/documents/worker.py); documents and lines in the files' order.
-    read = await asyncio.gather(*(_read_one(element, max_upload_mb, language) for element in files))
+    read = await asyncio.gather(*(_read_one(element, max_upload_mb, language, owner) for element in files))
     documents = [document for document, _ in read if document is not None]
     return documents, lines + [line for _, line in read if line is not None]
 
 
-async def _read_one(element: Any, max_upload_mb: int, language: str) -> tuple[Optional[Document], Optional[str]]:
+async def _read_one(element: Any, max_upload_mb: int, language: str,
+                    owner: Optional[str]) -> tuple[Optional[Document], Optional[str]]:
     """One file: its document (None when not read), and the line to show for it (None when read whole)."""
     path, name = Path(element.path), str(element.name)
     try:
         if too_big(path, max_upload_mb):
             raise DocumentRefused("too_big", name, size=path.stat().st_size / MIB, limit=max_upload_mb)
         kind = sniff(path, name, getattr(element, "mime", "") or "")
-        found = await read_in_worker(path, name, kind, MAX_DOCUMENT_CHARS)
+        found = await read_in_worker(path, name, kind, MAX_DOCUMENT_CHARS, owner=owner)
     except DocumentRefused as refused:
         log.info("attached file not read: %s", refused)
         return None, t(language, f"doc_{refused.reason}", name=name, **refused.values)

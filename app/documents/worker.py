@@ -14,23 +14,26 @@ import os
 import signal
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 from app.documents.limits import EXTRACT_MEMORY_BYTES, EXTRACT_SECONDS, MIB, Kind
 from app.errors import DocumentRefused
+from app.queueing import FairGate
 
 log = logging.getLogger("ernie_chat.documents")
 ROOT = Path(__file__).resolve().parents[2]
 # Workers at once, whatever the number of chats and tabs: each may take a core and EXTRACT_MEMORY_BYTES, beside
-# the engine.
+# the engine. The users waiting for one take turns (app/queueing.py), so one user's pile of slow files never makes
+# another's small one wait behind all of it.
 MAX_WORKERS = max(1, (os.cpu_count() or 2) // 2)
-_WORKER_SLOTS = asyncio.Semaphore(MAX_WORKERS)  # binds to the loop that first waits on it: the app's
+_WORKER_SLOTS = FairGate(MAX_WORKERS)
 
 
 async def read_in_worker(path: Path, name: str, kind: Kind, max_chars: int, seconds: float = EXTRACT_SECONDS,
-                         memory_bytes: int = EXTRACT_MEMORY_BYTES) -> dict[str, Any]:
-    """The file's text as ``{"text", "page_starts", "truncated"}``; raises DocumentRefused."""
-    async with _WORKER_SLOTS:
+                         memory_bytes: int = EXTRACT_MEMORY_BYTES, owner: Optional[str] = None) -> dict[str, Any]:
+    """The file's text as ``{"text", "page_starts", "truncated"}``; raises DocumentRefused. ``owner``: the user it
+    is read for (their turn among the users waiting for a worker)."""
+    async with _WORKER_SLOTS.slot(owner=owner):
         return await _read(path, name, kind, max_chars, seconds, memory_bytes)
 
 

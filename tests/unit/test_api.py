@@ -79,7 +79,7 @@ def test_a_plain_answer_has_the_fields_it_always_had():
 
 
 def stream_events(deltas, include_usage, error=None):
-    async def fake_stream(token_ids, sampling):
+    async def fake_stream(token_ids, sampling, owner=None):
         for delta in deltas:
             yield delta
         if error:

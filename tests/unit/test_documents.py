@@ -16,6 +16,7 @@ from app.documents.limits import MAX_DOCUMENT_CHARS, Kind, sniff, too_big, uploa
 from app.documents.prompt import apply, documents_of, fit_documents, render_turn
 from app.documents.worker import ROOT, read_in_worker
 from app.errors import DocumentRefused
+from app.queueing import FairGate
 from tests import sample_documents as samples
 
 
@@ -225,15 +226,41 @@ def test_no_room_leaves_a_document_out():
     assert render_turn("q", apply([{"name": "x.txt", "text": "t"}], fits)) == "q"
 
 
+def test_users_take_turns_for_the_document_readers(tmp_path, monkeypatch):
+    """Issue 36 N6: one reader for everyone, first come first served, so a user with a pile of slow files made
+    another user's 30-byte file wait 121 s. Users now take turns: alice's file, queued behind four of mallory's,
+    is read right after the one of mallory's being read (real worker processes, one at a time)."""
+    from app.documents import worker
+
+    monkeypatch.setattr(worker, "_WORKER_SLOTS", FairGate(1))
+    read: list[str] = []
+
+    async def read_for(owner: str, name: str) -> None:
+        path = tmp_path / name
+        path.write_text(f"{owner}'s file {name}")
+        await worker.read_in_worker(path, name, Kind.TEXT, 1000, owner=owner)
+        read.append(name)
+
+    async def scenario() -> None:
+        tasks = []
+        for name in ("m1.txt", "m2.txt", "m3.txt", "m4.txt"):  # mallory's pile, queued first
+            tasks.append(asyncio.create_task(read_for("mallory", name)))
+            await asyncio.sleep(0)
+        tasks.append(asyncio.create_task(read_for("alice", "a1.txt")))
+        await asyncio.gather(*tasks)
+
+    asyncio.run(scenario())
+    assert read == ["m1.txt", "a1.txt", "m2.txt", "m3.txt", "m4.txt"]
+
+
 def test_a_messages_files_read_with_one_line_for_each_left_out(tmp_path, monkeypatch):
     from types import SimpleNamespace
 
     from app.documents import worker
     from app.documents.attach import read_documents
 
-    # The files are read at once, one worker at a time here: this test's own limit, as the module's binds to the
-    # first event loop that waits on it (the app's one loop).
-    monkeypatch.setattr(worker, "_WORKER_SLOTS", asyncio.Semaphore(1))
+    # The files are read at once, one worker at a time here (this machine's limit may be more).
+    monkeypatch.setattr(worker, "_WORKER_SLOTS", FairGate(1))
 
     def element(name, body):
         path = tmp_path / name

@@ -64,3 +64,39 @@ def test_cancelled_waiter_leaves_the_queue():
 
     result, gate = asyncio.run(scenario())
     assert result == "ran" and gate.active == 0 and gate.queued == 0
+
+
+def test_owners_take_turns_and_positions_follow_the_turns():
+    """One owner's backlog holds another back by one turn at most (issue 36 N6); within an owner, first come first
+    served; waiters without an owner share one turn."""
+    async def scenario():
+        gate = FairGate(1)
+        order, first_position = [], {}
+        release = asyncio.Event()
+
+        async def holder():
+            async with gate.slot(owner="mallory"):
+                await release.wait()
+
+        async def job(name, owner):
+            async def told(p):
+                first_position.setdefault(name, p)
+
+            async with gate.slot(told, owner=owner):
+                order.append(name)
+
+        tasks = [asyncio.create_task(holder())]
+        await asyncio.sleep(0)
+        for name, owner in [("m1", "mallory"), ("m2", "mallory"), ("m3", "mallory"), ("a1", "alice"),
+                            ("b1", "bob"), ("a2", "alice")]:
+            tasks.append(asyncio.create_task(job(name, owner)))
+            await asyncio.sleep(0)
+        release.set()
+        await asyncio.gather(*tasks)
+        return gate, order, first_position
+
+    gate, order, first_position = asyncio.run(scenario())
+    # mallory holds the slot: alice and bob go before her next one, then the owners alternate
+    assert order == ["a1", "b1", "m1", "a2", "m2", "m3"]
+    assert first_position["a1"] == 1 and first_position["b1"] == 2  # told their turn, not the length of the pile
+    assert gate.active == 0 and gate.queued == 0
