@@ -3,9 +3,12 @@
 Why: `kill -9` of the app left vLLM's engine processes running, re-parented to PID 1 (4.6 GB of RAM and a core
 on a CPU; on a GPU they hold the card's memory), and its private files folder in the temp directory. A normal
 exit reaps them (app/serve.py); a killed app runs no code, so a small watcher process does it: it holds the
-read end of a pipe whose write end only the app has, notes the app's vLLM processes (and theirs) twice a
-second, and kills them when the pipe closes, i.e. when the app is gone, whichever way it went. This works for
-vLLM's forked engine (GPU) and its spawned one (CPU) alike.
+read end of a pipe whose write end only the app has, notes every process below the app twice a second (vLLM's
+engine processes and theirs, multiprocessing's resource tracker, a document reader), and kills them when the pipe
+closes, i.e. when the app is gone, whichever way it went. This works for vLLM's forked engine (GPU) and its spawned
+one (CPU) alike. Every process, not only those vLLM named "VLLM::...": an engine process takes its name only once
+its imports are done, and an app killed in its engine's first 15-25 s left an EngineCore of 640 MiB and vLLM's
+resource tracker running under PID 1 (issue 36 N5).
 
     python -m app.orphan_guard APP_PID   # started by the app itself; stdin is the pipe
 """
@@ -57,16 +60,15 @@ def stop_watcher(watcher: Optional[subprocess.Popen]) -> None:
         watcher.kill()
 
 
-def _engine_processes(app) -> dict[int, float]:
-    """The app's vLLM processes and all of their descendants: pid -> start time."""
+def _app_processes(app) -> dict[int, float]:
+    """Every process below the app but this watcher: pid -> start time."""
     import psutil
 
     found: dict[int, float] = {}
     for process in app.children(recursive=True):
         try:
-            if is_engine_process(process.name(), " ".join(process.cmdline())):
-                for member in [process, *process.children(recursive=True)]:
-                    found[member.pid] = member.create_time()
+            if process.pid != os.getpid():
+                found[process.pid] = process.create_time()
         except psutil.Error:
             pass
     return found
@@ -85,7 +87,7 @@ def _kill(seen: dict[int, float]) -> None:
 
 
 def watch(app_pid: int) -> None:
-    """Note the app's engine processes until stdin closes, then kill those still running."""
+    """Note the app's processes until stdin closes, then kill those still running."""
     import psutil
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the app decides when this ends, by closing the pipe
@@ -99,7 +101,7 @@ def watch(app_pid: int) -> None:
         if readable and not os.read(sys.stdin.fileno(), 4096):  # EOF: the app closed it, or died
             break
         try:
-            seen.update(_engine_processes(app))
+            seen.update(_app_processes(app))
         except psutil.NoSuchProcess:
             break
     _kill(seen)

@@ -61,3 +61,39 @@ def test_kill_9_while_answering_leaves_no_engine_process_and_the_next_start_clea
         if second is not None:
             second.stop()
             second.kill()
+
+
+def test_kill_9_while_the_engine_process_starts_leaves_nothing(tiny_model_dir, tmp_path):
+    """Issue 36 N5: killed in its engine's first seconds, the app left the engine process (not yet named
+    VLLM::EngineCore: it takes the name once its imports are done) and multiprocessing's resource tracker under
+    PID 1. Killed now while the engine process is still unnamed, the app leaves no process behind."""
+    import psutil
+
+    from app.orphan_guard import POLL_SECONDS, is_engine_process
+
+    app = LaunchedApp(tiny_model_dir, tmp_path)
+    try:
+        app.wait_http()
+        deadline, seen_since = time.time() + 120, None
+        while True:  # the spawned engine process, seen by the watcher (two of its polls) and still unnamed
+            assert time.time() < deadline, "no engine process started"
+            starting = [p for p in psutil.Process(app.proc.pid).children(recursive=True)
+                        if "multiprocessing.spawn" in " ".join(p.cmdline())]
+            if starting and seen_since is None:
+                seen_since = time.time()
+            if seen_since is not None and time.time() - seen_since >= 2 * POLL_SECONDS:
+                break
+            time.sleep(0.05)
+        ours = [p for p in psutil.Process(app.proc.pid).children(recursive=True)
+                if "app.orphan_guard" not in " ".join(p.cmdline())]
+        assert [p for p in starting if not is_engine_process(p.name(), " ".join(p.cmdline()))], \
+            "the engine process was named before the kill: this run does not test an unnamed one"
+        app.proc.kill()
+        app.proc.wait(10)
+        deadline = time.time() + 10
+        while any(alive(p) for p in ours) and time.time() < deadline:
+            time.sleep(0.1)
+        left = [f"{p.pid} {p.name()} {' '.join(p.cmdline())[:80]}" for p in ours if alive(p)]
+        assert not left, f"outlived the killed app: {left}"
+    finally:
+        app.kill()
