@@ -15,6 +15,8 @@ done
 if [ -z "$target" ]; then
   if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then target=gpu; else target=cpu; fi
 fi
+# Numbered steps, each said before it starts: pip itself is kept quiet, and the longest step takes minutes.
+echo "[1/4] creating .venv and updating pip ..."
 python3 -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip
 reqs=(-r requirements.txt); [ "$target" = cpu ] && reqs=(-r requirements-cpu.txt)
@@ -23,12 +25,16 @@ if [ "$target" = cpu ]; then
   # Installed first and on its own, so only this one package consults that index (asking it for every
   # package would slow the whole install); a wheel your pip already finds (PIP_FIND_LINKS) wins.
   torch_pin="torch==2.13.0+cpu"
+  echo "[2/4] installing PyTorch 2.13.0, CPU build (about 200 MB) ..."
   if ! .venv/bin/python -m pip install -q --no-deps "$torch_pin" 2>/dev/null; then
     .venv/bin/python -m pip install -q --no-deps "$torch_pin" --index-url https://download.pytorch.org/whl/cpu
   fi
+else
+  echo "[2/4] PyTorch comes with vLLM's CUDA build in the next step"
 fi
 [ "$dev" = 1 ] && reqs+=(-r requirements-dev.txt)
-echo "installing for $target (${reqs[*]}) ..."
+echo "[3/4] installing vLLM 0.29.0 and the app's packages for $target (${reqs[*]}): a few minutes, about 3.5 on" \
+     "a new CPU machine; the GPU build also downloads PyTorch and CUDA libraries (several GB) ..."
 .venv/bin/python -m pip install -q "${reqs[@]}"
 if [ "$target" = cpu ]; then
   # PyPI's torchvision/torchaudio/torchcodec are CUDA builds and break `import vllm` next to torch+cpu.
@@ -36,4 +42,5 @@ if [ "$target" = cpu ]; then
   # (MiniMax-M3's image processor) and no engine starts without it (vLLM 0.26 and 0.29 alike, H100, 2026-12-06).
   .venv/bin/python -m pip uninstall -y -q torchvision torchaudio torchcodec 2>/dev/null || true
 fi
+echo "[4/4] checking the install ..."
 .venv/bin/python -c "import vllm, chainlit; print('ok: vllm', vllm.__version__, '/ chainlit', chainlit.__version__)"
