@@ -1,7 +1,8 @@
 """Per-person logins: each user's name and an Argon2id hash of their own secret, in ``users.json``.
 
 ``python launch.py users add|list|remove`` edits the file; the running app re-reads it when it changes, so a
-removed user or a changed secret ends that person's logins at their next request (app/login_guard.py).
+removed user or a changed secret ends that person's logins at their next request (app/guards/login.py) and
+closes their open chat sockets (app/guards/account_sockets.py).
 The file lives in the data directory next to chats.db and is readable by its owner only (0600), in a
 folder of mode 0700. Hashing: argon2-cffi (the reference Argon2 bindings, what Open WebUI-style apps and
 Django use), not a hand-made scheme.

@@ -1,5 +1,6 @@
-"""Shared fixtures. Every test runs with ERNIE_CHAT_* variables removed and in a temp working directory,
-so a developer's .env or environment cannot change what a test sees (simonw/llm's isolation)."""
+"""Shared fixtures. Every test runs with ERNIE_CHAT_* variables removed and a data directory of its own
+(XDG_DATA_HOME in a temp folder), so a developer's environment or chats cannot change what a test sees (simonw/llm's
+isolation). They run in the project's root: a .env kept there would reach the apps they launch."""
 from __future__ import annotations
 
 import os
