@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sqlite3
 import time
 import uuid
@@ -330,9 +331,37 @@ def test_a_newer_schema_is_refused_and_left_untouched(location):
     assert asyncio.run(version()) == str(SCHEMA_VERSION + 1)
 
 
+@contextlib.asynccontextmanager
+async def database_refusing_writes(store: HistoryStore, location: DatabaseLocation):
+    """What a read-only file, a full disk or a lock held by another program does to a write, made real without
+    root-only tricks: on SQLite PRAGMA query_only (SQLITE_READONLY), on PostgreSQL a read-only default (what an
+    administrator does to put a database in read-only mode). Writes are taken again when the block ends."""
+    engine = store.layer.engine
+    if location.sqlite_file:
+        from sqlalchemy import event
+
+        def read_only(dbapi, _record):
+            dbapi.cursor().execute("PRAGMA query_only=1")
+
+        event.listen(engine.sync_engine, "connect", read_only)
+    else:
+        async with engine.begin() as conn:
+            name = (await conn.exec_driver_sql("select current_database()")).scalar()
+            await conn.exec_driver_sql(f'ALTER DATABASE "{name}" SET default_transaction_read_only = on')
+    await engine.dispose()  # new connections get the setting
+    try:
+        yield
+    finally:
+        if location.sqlite_file:
+            event.remove(engine.sync_engine, "connect", read_only)
+        else:
+            async with engine.begin() as conn:
+                await conn.exec_driver_sql("SET TRANSACTION READ WRITE")
+                await conn.exec_driver_sql(f'ALTER DATABASE "{name}" SET default_transaction_read_only = off')
+        await engine.dispose()
+
+
 def test_writes_a_database_refuses_are_counted_retried_and_land_in_order_once_it_takes_them(location):
-    # What a read-only file, a full disk or a lock held by another program does to a write, made real without
-    # root-only tricks: on SQLite PRAGMA query_only (SQLITE_READONLY), on PostgreSQL a read-only default.
     # Nothing waits for the refused writes; when the database takes writes again, all of them land, in order.
     errors = []
 
@@ -340,32 +369,14 @@ def test_writes_a_database_refuses_are_counted_retried_and_land_in_order_once_it
         writer = store.layer.writer
         writer.on_error = lambda: errors.append(1)
         user = await logged_in_user(store.layer, "alice")
-        if location.sqlite_file:
-            from sqlalchemy import event
-
-            def read_only(dbapi, _record):
-                dbapi.cursor().execute("PRAGMA query_only=1")
-
-            event.listen(store.layer.engine.sync_engine, "connect", read_only)
-        else:  # what an administrator does to put a database in read-only mode
-            async with store.layer.engine.begin() as conn:
-                name = (await conn.exec_driver_sql("select current_database()")).scalar()
-                await conn.exec_driver_sql(f'ALTER DATABASE "{name}" SET default_transaction_read_only = on')
-        await store.layer.engine.dispose()  # new connections get the setting
-        started = time.monotonic()
-        await store.layer.create_step(message("t1", "first", created="2026-12-03T10:00:00.000Z"))
-        await store.layer.store_now(message("t1", "second", created="2026-12-03T10:00:01.000Z"), user.id)
-        waited = time.monotonic() - started  # only store_now's bounded wait
-        while writer.unsaved_seconds < 0.5:  # the first write is being retried
-            await asyncio.sleep(0.05)
-        refused = (writer.write_failing, writer.last_error, len(errors))
-        if location.sqlite_file:
-            event.remove(store.layer.engine.sync_engine, "connect", read_only)
-        else:
-            async with store.layer.engine.begin() as conn:
-                await conn.exec_driver_sql("SET TRANSACTION READ WRITE")
-                await conn.exec_driver_sql(f'ALTER DATABASE "{name}" SET default_transaction_read_only = off')
-        await store.layer.engine.dispose()
+        async with database_refusing_writes(store, location):
+            started = time.monotonic()
+            await store.layer.create_step(message("t1", "first", created="2026-12-03T10:00:00.000Z"))
+            await store.layer.store_now(message("t1", "second", created="2026-12-03T10:00:01.000Z"), user.id)
+            waited = time.monotonic() - started  # only store_now's bounded wait
+            while writer.unsaved_seconds < 0.5:  # the first write is being retried
+                await asyncio.sleep(0.05)
+            refused = (writer.write_failing, writer.last_error, len(errors))
         await writer.drain()
         return waited, refused, writer.write_failing, await store.layer.get_thread("t1")
 
@@ -397,28 +408,10 @@ def test_one_users_writes_over_their_share_never_cost_another_user_a_write(locat
 
     async def body(store):
         writer = store.layer.writer
-        if location.sqlite_file:
-            from sqlalchemy import event
-
-            def read_only(dbapi, _record):
-                dbapi.cursor().execute("PRAGMA query_only=1")
-
-            event.listen(store.layer.engine.sync_engine, "connect", read_only)
-        else:
-            async with store.layer.engine.begin() as conn:
-                name = (await conn.exec_driver_sql("select current_database()")).scalar()
-                await conn.exec_driver_sql(f'ALTER DATABASE "{name}" SET default_transaction_read_only = on')
-        await store.layer.engine.dispose()
-        await asyncio.create_task(as_user(store, "mallory", "t-mallory", 100))  # a task: a context of its own
-        told = set(writer.over_share)
-        await asyncio.create_task(as_user(store, "alice", "t-alice", 15))
-        if location.sqlite_file:
-            event.remove(store.layer.engine.sync_engine, "connect", read_only)
-        else:
-            async with store.layer.engine.begin() as conn:
-                await conn.exec_driver_sql("SET TRANSACTION READ WRITE")
-                await conn.exec_driver_sql(f'ALTER DATABASE "{name}" SET default_transaction_read_only = off')
-        await store.layer.engine.dispose()
+        async with database_refusing_writes(store, location):
+            await asyncio.create_task(as_user(store, "mallory", "t-mallory", 100))  # a task: a context of its own
+            told = set(writer.over_share)
+            await asyncio.create_task(as_user(store, "alice", "t-alice", 15))
         await writer.drain(60)
         stored = {tid: [s["output"] for s in (await store.layer.get_thread(tid))["steps"]]
                   for tid in ("t-mallory", "t-alice")}
