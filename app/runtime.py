@@ -70,6 +70,9 @@ class Runtime:
     history: Any = None  # app.history.HistoryStore when chats are kept (app/chat_history.py); None with --no-history
     login: Any = None  # app.guards.identity.LoginPolicy: who may log in, decided at start (build_runtime)
     damaged_history: Optional[Path] = None  # where a damaged database was kept at start; told on the first page
+    # True from the moment a signal (SIGINT, SIGTERM) asks the app to stop (app/serve.py): an answer cut off after
+    # that was cut by the app, not stopped by its user (issue 36, N13).
+    stopping: bool = False
 
     @property
     def gpu(self) -> Optional[GpuInfo]:
