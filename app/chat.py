@@ -22,6 +22,7 @@ from chainlit.input_widget import Slider, TextInput
 
 from app.branding import APP_NAME
 from app.chainlit_internals import (
+    delete_session_files,
     follow_login_mode,
     forget_chat_contexts_of_closed_sessions,
     make_stoppable,
@@ -543,6 +544,9 @@ def install() -> None:
         task = cl.user_session.get("status_task")
         if task:
             task.cancel()
+        rt = current_runtime()
+        if rt.uploads is not None:  # its uploads go now, not when Chainlit drops the session 10 min later (N7)
+            delete_session_files(rt.uploads.session_ended(cl.context.session.id))
 
     @cl.on_settings_update
     async def on_settings_update(settings: dict[str, Any]) -> None:
