@@ -210,6 +210,28 @@ def chat_socket_token(sid: str) -> Optional[str]:
     return session.token if session is not None else None
 
 
+def session_user(session_id: str) -> tuple[bool, Optional[str]]:
+    """(whether the chat session ``session_id`` exists, the identifier of its user: None without a login)."""
+    from chainlit.session import WebsocketSession
+
+    session = WebsocketSession.get_by_id(session_id) if session_id else None
+    if session is None:
+        return False, None
+    return True, session.user.identifier if session.user else None
+
+
+def delete_session_files(file_ids: list[str]) -> None:
+    """Delete files of the current chat session (uploads it no longer needs) from disk and from its file list;
+    Chainlit deletes a session's files only when it drops the session, 10 minutes after its socket went."""
+    import chainlit as cl
+
+    files = cl.context.session.files
+    for file_id in file_ids:
+        kept = files.pop(file_id, None)
+        if kept is not None:
+            Path(kept["path"]).unlink(missing_ok=True)
+
+
 async def close_chat_socket(sid: str) -> None:
     """Close a chat socket from the server: the page gets socket.io's "io server disconnect" (it does not try again
     by itself), and Chainlit's disconnect handler runs the app's on_chat_end, which cancels its answers."""

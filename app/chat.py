@@ -22,6 +22,7 @@ from chainlit.input_widget import Slider, TextInput
 
 from app.branding import APP_NAME
 from app.chainlit_internals import (
+    delete_session_files,
     follow_login_mode,
     forget_chat_contexts_of_closed_sessions,
     make_stoppable,
@@ -273,15 +274,18 @@ async def _stream_answer(rt: Runtime, language: str, token_ids: list[int], sampl
         if pending:
             await _stream_piece(reply, "".join(pending), parts, nesting)
     except asyncio.CancelledError:
-        outcome = "stopped"
+        outcome = "cut" if rt.stopping else "stopped"  # the app's Ctrl-C or SIGTERM is not the user's Stop
         raise
     except EngineUnavailable as err:  # the engine died, or is restarting
-        outcome = "died"
-        await notice(t(language, "engine_died", detail=str(err)))
+        outcome = "cut" if rt.stopping else "died"  # or was shut down with the app: nothing restarts
+        if outcome == "died":
+            await notice(t(language, "engine_died", detail=str(err)))
     except RequestRefused as err:
         outcome = "refused"
         await notice(t(language, "refused", detail=str(err)))
     finally:
+        if outcome == "cut" and parts:
+            await _keep_cut_answer(reply, "".join(parts), saving)
         if saving is not None and not saving.done():
             await asyncio.wait([saving])  # the last partial save lands before the final text, never after it
         if "msg" in queue_notice:
@@ -347,6 +351,18 @@ async def _warn_if_history_fails(rt: Runtime, language: str) -> None:
     if store is not None and store.write_failing and not cl.user_session.get("history_warned"):
         cl.user_session.set("history_warned", True)
         await notice(t(language, "history_failing", detail=store.last_error or ""))
+
+
+async def _keep_cut_answer(reply: cl.Message, text: str, saving: Optional[asyncio.Task]) -> None:
+    """An answer the app's own stop cut off: all of it that was shown is queued for the database first, before
+    anything here can wait (a socket already closing, a second cancel), still marked partial, so a resumed chat
+    says "interrupted" under it with Regenerate (_mark_interrupted). On SIGTERM the chat kept 12-389 characters
+    of ~1,500 shown, labelled "stopped by you" (issue 36, N13)."""
+    if saving is not None:
+        saving.cancel()  # a 2-s save not begun yet would queue a shorter text after this one
+    reply.content = limit_nesting(text)
+    reply.metadata = {"kind": KIND_ANSWER, PARTIAL: True}  # the page's last update stores the mark too
+    await _save_so_far(reply, text)  # queued on this call's first step (update_step queues before it waits)
 
 
 async def _save_so_far(reply: cl.Message, text: str) -> None:
@@ -584,6 +600,9 @@ def install() -> None:
         task = cl.user_session.get("status_task")
         if task:
             task.cancel()
+        rt = current_runtime()
+        if rt.uploads is not None:  # its uploads go now, not when Chainlit drops the session 10 min later (N7)
+            delete_session_files(rt.uploads.session_ended(cl.context.session.id))
 
     @cl.on_settings_update
     async def on_settings_update(settings: dict[str, Any]) -> None:

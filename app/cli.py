@@ -42,7 +42,8 @@ class Command:
     taker: Optional[str] = None  # chats give: to whom (--to)
 
 
-def _flag(name: str) -> str:
+def flag_name(name: str) -> str:
+    """A setting field's command-line flag (the one rule that names them)."""
     return "--" + name.replace("_", "-")
 
 
@@ -61,7 +62,7 @@ def _add_field(group: argparse._ArgumentGroup, name: str, info: FieldInfo) -> No
     shown = "" if default in (None, "") else f" (default: {default})"
     help_text = (info.description or "") + shown
     if kind is bool:
-        group.add_argument(_flag(name), dest=name, action=argparse.BooleanOptionalAction,
+        group.add_argument(flag_name(name), dest=name, action=argparse.BooleanOptionalAction,
                            default=_UNSET, help=help_text)
         return
     kwargs: dict[str, Any] = {"dest": name, "default": _UNSET, "help": help_text, "metavar": name.upper()}
@@ -69,7 +70,7 @@ def _add_field(group: argparse._ArgumentGroup, name: str, info: FieldInfo) -> No
         kwargs["metavar"] = "{" + ",".join(str(c) for c in typing.get_args(kind)) + "}"
     # Values stay strings here: pydantic converts and validates them, so errors read the same
     # whether a value came from a flag, the environment or .env.
-    group.add_argument(_flag(name), **kwargs)
+    group.add_argument(flag_name(name), **kwargs)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -130,7 +131,7 @@ def _describe_error(err: dict[str, Any]) -> str:
     message = err.get("msg", "invalid")
     if err.get("type") == "literal_error":
         message = "must be one of " + message.split("Input should be ", 1)[-1]
-    return (f"invalid setting {_flag(field)} ({ENV_PREFIX}{field.upper()}) = {value!r}: "
+    return (f"invalid setting {flag_name(field)} ({ENV_PREFIX}{field.upper()}) = {value!r}: "
             f"{message[0].lower() + message[1:]}")
 
 
@@ -192,7 +193,7 @@ def parse_command(argv: Sequence[str], env_file: Optional[str] = ".env") -> Comm
     settings = load_settings(cli_values, env_file=env_file)
     for name in sorted(_SECRET_FIELDS & cli_values.keys()):
         # Every local user sees a process's arguments in `ps` (docs/security.md, row 5c).
-        print(f"warning: {_flag(name)} on the command line is visible to every user of this machine (ps); "
+        print(f"warning: {flag_name(name)} on the command line is visible to every user of this machine (ps); "
               f"prefer {ENV_PREFIX}{name.upper()} in the environment or .env"
               + (", or --auth-token-file" if name == "auth_token" else ""), file=sys.stderr)
     action = "print-config" if args.print_config else args.action

@@ -70,6 +70,10 @@ class Runtime:
     history: Any = None  # app.history.HistoryStore when chats are kept (app/chat_history.py); None with --no-history
     login: Any = None  # app.guards.identity.LoginPolicy: who may log in, decided at start (build_runtime)
     damaged_history: Optional[Path] = None  # where a damaged database was kept at start; told on the first page
+    # True from the moment a signal (SIGINT, SIGTERM) asks the app to stop (app/serve.py): an answer cut off after
+    # that was cut by the app, not stopped by its user (issue 36, N13).
+    stopping: bool = False
+    uploads: Any = None  # app.guards.uploads.UploadLedger: what each open chat tab has uploaded (issue 36, N7)
 
     @property
     def gpu(self) -> Optional[GpuInfo]:
@@ -116,9 +120,11 @@ def build_runtime(settings: AppSettings, plan: EnginePlan, engine_factory: Engin
 
         host.add_listener(note_after_load)
     from app.guards.identity import LoginPolicy
+    from app.guards.uploads import UploadLedger, UploadLimits
 
     return Runtime(settings=settings, plan=plan, host=host, metrics=metrics, model=model, gpu_memory=watch,
-                   login=LoginPolicy.from_settings(settings))  # an unreadable users file: one line, nothing started
+                   login=LoginPolicy.from_settings(settings),  # an unreadable users file: one line, nothing started
+                   uploads=UploadLedger(UploadLimits.from_settings(settings.chat)))
 
 
 _CURRENT: list[Runtime] = []

@@ -69,6 +69,7 @@ def serve(settings: AppSettings, plan: EnginePlan, launched_at: float) -> int:
                                            # Open answers get 2 s to finish on a signal: with the
                                            # engine's shutdown and reaping, the exit stays within 5 s.
                                            timeout_graceful_shutdown=2))
+    _tell_runtime_on_signal(server, runtime)
     _become_subreaper()
     _quiet_resource_tracker()
     watcher = start_watcher()
@@ -122,6 +123,19 @@ def _engine_factory(settings: AppSettings, plan: EnginePlan):
     from app.vllm_engine import create_vllm_engine  # imports vLLM only when it is called
 
     return create_vllm_engine
+
+
+def _tell_runtime_on_signal(server, runtime: Runtime) -> None:
+    """Mark the runtime as stopping when uvicorn takes SIGINT/SIGTERM, before it closes a socket: the answers it
+    then cuts are kept as the app's interruption, not as a Stop pressed by their user (issue 36, N13). uvicorn
+    installs ``server.handle_exit`` as its signal handler when it starts serving."""
+    handle_exit = server.handle_exit
+
+    def stopping(sig, frame) -> None:
+        runtime.stopping = True
+        handle_exit(sig, frame)
+
+    server.handle_exit = stopping
 
 
 def _run_until_signal(server, runtime: Runtime) -> None:

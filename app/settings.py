@@ -251,6 +251,17 @@ class ChatSettings(BaseSettings):
     max_upload_mb: int = Field(20, ge=1, le=1024, description="Largest file (in MiB) that may be attached to a "
                                "message; a larger one is refused before it is read.")
     max_upload_files: int = Field(5, ge=1, le=50, description="Most files attached to one message.")
+    # What uploads one tab, and one user over all their tabs, may hold on disk (issue 36, N7: 40 x 19 MiB went into
+    # one tab in 8.5 s, 24 at once 1,329 MiB, kept until 10 min after the tab closed). Counted from the upload route
+    # (app/guards/uploads.py), uploads still arriving included; a tab's uploads go when it closes.
+    max_uploads_per_session: int = Field(50, ge=1, le=10_000, description="Most files one chat tab may upload "
+                                         "(kept until the tab closes); more are refused with one line.")
+    max_upload_mb_per_session: int = Field(200, ge=1, le=1_048_576, description="Most MiB one chat tab may "
+                                           "upload (kept until the tab closes); more is refused with one line.")
+    max_uploads_per_user: int = Field(100, ge=1, le=100_000, description="Most files one user may have uploaded "
+                                      "in all their open tabs together; more are refused with one line.")
+    max_upload_mb_per_user: int = Field(400, ge=1, le=1_048_576, description="Most MiB one user may have uploaded "
+                                        "in all their open tabs together; more is refused with one line.")
 
 
 class HistorySettings(BaseSettings):

@@ -7,6 +7,7 @@
 - api_token.py: the Bearer token of /metrics and /v1; local_user.py: the local user's login on loopback;
 - ownership.py: feedback only on one's own chats (Chainlit checks the other routes itself);
 - sharing.py: Chainlit's share routes refused while sharing is off;
+- uploads.py: how much each chat tab, and each user over all their tabs, may upload;
 - page_input.py: what the page sends over the socket with a message (its metadata: nothing of it is kept);
 - requests.py: the path, the Bearer token and the one error body every guard uses.
 """
@@ -16,7 +17,18 @@ from typing import Any
 
 from app import telemetry
 from app.documents.limits import upload_body_bytes
-from app.guards import account_sockets, api_token, local_user, login, login_words, ownership, page_input, sharing, web
+from app.guards import (
+    account_sockets,
+    api_token,
+    local_user,
+    login,
+    login_words,
+    ownership,
+    page_input,
+    sharing,
+    uploads,
+    web,
+)
 from app.guards.identity import LoginMode
 
 
@@ -28,6 +40,10 @@ def install_guards(app, runtime: Any) -> None:
             app.add_middleware(local_user.LocalUserCookie, policy=runtime.login)
         app.add_middleware(local_user.LoginModeFollower, policy=runtime.login)  # a user added later: the login page
     app.add_middleware(sharing.SharingOff, root_path=server_settings.root_path)
+    if runtime.uploads is not None:  # each tab's and each user's share of uploads, before Chainlit reads one
+        app.add_middleware(uploads.UploadQuota, ledger=runtime.uploads,
+                           max_file_bytes=upload_body_bytes(runtime.settings.chat.max_upload_mb),
+                           root_path=server_settings.root_path)
     app.add_middleware(ownership.FeedbackOwnerCheck, history=lambda: runtime.history,
                        root_path=server_settings.root_path)
     app.add_middleware(api_token.ApiTokenCheck, token=server_settings.auth_token,

@@ -115,6 +115,12 @@ def session_user_identifier() -> Optional[str]:
         return None
 
 
+def step_values(step: dict[str, Any], thread_id: str) -> dict[str, Any]:
+    """A message's row in ``steps`` (without its id and position), from Chainlit's step dict."""
+    return {"thread_id": thread_id, "type": str(step.get("type") or "undefined"),
+            "created_at": step.get("createdAt") or utc_now(), "search_text": _search_text(step), "data": _dumps(step)}
+
+
 def _search_text(step: dict[str, Any]) -> str:
     """A message's words for search, lower-cased here (Python folds every script; SQLite's lower() only
     ASCII), so that the search is a plain substring test."""
@@ -138,6 +144,10 @@ class HistoryDataLayer(BaseDataLayer):
         # Arrival order of messages, also across restarts and app instances (a clock, made strictly rising).
         self._position = max(self._position + 1, time.time_ns() // 1000)
         return self._position
+
+    def next_position(self) -> int:
+        """The next message's place in the arrival order (for writes made outside this layer, e.g. an import)."""
+        return self._next_position()
 
     # -- users -----------------------------------------------------------------------------------
     @contextlib.asynccontextmanager
@@ -326,9 +336,7 @@ class HistoryDataLayer(BaseDataLayer):
                 if identifier is not None:
                     await conn.execute(threads.update().where(threads.c.id == thread_id)
                                        .values(user_id=owner_user_id, user_identifier=identifier.identifier))
-            values = {"thread_id": thread_id, "type": str(step.get("type") or "undefined"),
-                      "created_at": step.get("createdAt") or utc_now(), "search_text": _search_text(step),
-                      "data": _dumps(step)}
+            values = step_values(step, thread_id)
             existing = (await conn.execute(select(steps.c.thread_id, steps.c.data)
                                            .where(steps.c.id == step["id"]))).first()
             if existing is None:

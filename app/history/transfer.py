@@ -14,6 +14,7 @@ import asyncio
 import json
 import os
 import re
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,7 +26,7 @@ from app.accounts import NAME_RULE
 from app.documents.prompt import documents_of
 from app.errors import ErnieChatError, HistoryDatabaseError, SettingsError, one_line
 from app.guards.identity import LOCAL_USER, chat_owners
-from app.history.data_layer import HistoryDataLayer, _dumps
+from app.history.data_layer import HistoryDataLayer, _dumps, step_values
 from app.history.database import DatabaseLocation, check_for_reading, prepare_database
 from app.history.import_ids import file_ids, with_own_ids
 from app.history.importers import EXPORT_FORMAT, PRESETS_FORMAT, ChatReading, ImportRefused, read_chat_file
@@ -150,7 +151,12 @@ def write_private(path: Path, text: str) -> None:
         f.write(text)
 
 
-IMPORT_WAIT_S = 60.0
+# A chat being written is waited for however long it takes (20,000 messages took ~75 s, and a 60-s limit on the
+# whole chat failed every chat that large with a false "database is busy": issue 36, N8); what is bounded is the
+# time without progress, the database refusing (locked by another program) and nothing written.
+IMPORT_STALL_S = 60.0
+IMPORT_BATCH = 1_000  # messages per insert: one statement for many rows, instead of several per message
+IMPORT_TELL_EVERY = 5_000  # a long chat says how far it got, every this many messages
 
 
 @dataclass(frozen=True)
@@ -162,9 +168,36 @@ class ChatLanding:
     owner: Optional[str] = None
 
 
-async def import_chat(layer: HistoryDataLayer, chat: dict) -> ChatLanding:
+@dataclass
+class ImportProgress:
+    """How far the chat being written got; ``told(written, total)`` is called every IMPORT_TELL_EVERY messages."""
+
+    told: Callable[[int, int], None] = lambda written, total: None
+    written: int = 0
+    last_beat: Optional[float] = None  # when the write last moved; None until it has begun (it may queue behind one)
+
+    def wrote(self, written: int, total: int) -> None:
+        if written // IMPORT_TELL_EVERY > self.written // IMPORT_TELL_EVERY:
+            self.told(written, total)
+        self.written, self.last_beat = written, time.monotonic()
+
+
+class _GivenUp(Exception):
+    """Raised inside a chat's write once the command has reported it refused: its transaction is rolled back."""
+
+
+async def import_chat(layer: HistoryDataLayer, chat: dict, progress: Optional[ImportProgress] = None) -> ChatLanding:
     """Store one chat as app/history/importers.py reads it (our export's shape)."""
+    progress = progress or ImportProgress()
+    written: list[asyncio.Future] = []
+
+    def unless_given_up() -> None:
+        # A write that got the database only after the command gave up on it must not land: it was reported refused.
+        if written and written[0].cancelled():
+            raise _GivenUp
+
     async def write(conn) -> ChatLanding:
+        progress.wrote(0, 0)  # a new try (after the database refused one) starts over
         there = (await conn.execute(select(threads.c.user_identifier).where(threads.c.id == chat["id"]))).first()
         if there:
             return ChatLanding(owner=there.user_identifier or "")
@@ -177,20 +210,32 @@ async def import_chat(layer: HistoryDataLayer, chat: dict) -> ChatLanding:
             id=data["id"], name=data.get("name"), user_id=user_id, user_identifier=owner,
             tags=_dumps(data["tags"]), metadata=_dumps(data["metadata"]),
             created_at=data["created_at"], updated_at=data["updated_at"]))
-        for step in data["steps"]:
-            await layer._step_write({**step, "threadId": data["id"]})(conn)
+        # The ids are the chat's own now (with_own_ids), so its messages are plain inserts, many per statement.
+        rows = [{"id": step["id"], "position": layer.next_position(),
+                 **step_values({k: v for k, v in step.items() if k != "feedback"}, data["id"])}
+                for step in data["steps"]]
+        for start in range(0, len(rows), IMPORT_BATCH):
+            unless_given_up()
+            await conn.execute(steps.insert(), rows[start:start + IMPORT_BATCH])
+            progress.wrote(min(start + IMPORT_BATCH, len(rows)), len(rows))
         for element in data["elements"]:
             await conn.execute(elements.insert().values(id=element["id"], thread_id=data["id"],
                                                         for_id=element.get("forId"), data=_dumps(element)))
-        # Each message's write marks the chat as changed now; it was last changed at its newest message.
-        await conn.execute(threads.update().where(threads.c.id == data["id"]).values(updated_at=data["updated_at"]))
+        unless_given_up()
         # What the command reports is what was written, counted, not what the file held.
         return ChatLanding(messages=(await conn.execute(select(func.count()).select_from(steps)
                                                         .where(steps.c.thread_id == data["id"]))).scalar_one())
 
-    # The command says what became of each chat, so it waits for each; a database locked by the running app is
-    # waited for as long as that takes to clear, within a bound.
-    return await layer.writer.write(write, "importing a chat", wait=IMPORT_WAIT_S, raise_errors=True)
+    # The command says what became of each chat, so it waits for each.
+    written.append(layer.writer.submit(write, "importing a chat"))
+    while True:
+        try:
+            return await asyncio.wait_for(asyncio.shield(written[0]), IMPORT_STALL_S)
+        except asyncio.TimeoutError:
+            if progress.last_beat is not None and time.monotonic() - progress.last_beat > IMPORT_STALL_S:
+                written[0].cancel()  # never tried again, nor kept if it gets the database now: reported refused
+                raise HistoryDatabaseError(f"the chat database took nothing for {IMPORT_STALL_S:.0f} s (locked "
+                                           "by another program?); import this file again later") from None
 
 
 async def _taken(conn, column, ids: list[str]) -> set[str]:
@@ -306,11 +351,14 @@ async def import_files(store: LazyStore, files: list[str], owner: ImportOwner,
             continue
         say(f"{name}: {reading.kind}, {_count(len(reading.chats), 'chat')}")
         for chat in reading.chats:
-            say("  " + await _import_one(store, chat, report, owner))
+            progress = ImportProgress(lambda written, total, label=chat.label:
+                                      say(f"  writing {label}: {written:,} of {total:,} messages"))
+            say("  " + await _import_one(store, chat, report, owner, progress))
     return report
 
 
-async def _import_one(store: LazyStore, chat: ChatReading, report: ImportReport, owner: ImportOwner) -> str:
+async def _import_one(store: LazyStore, chat: ChatReading, report: ImportReport, owner: ImportOwner,
+                      progress: ImportProgress) -> str:
     if chat.data is None:
         report.refused += 1
         return f"refused: {chat.label}: {chat.refused}"
@@ -320,10 +368,8 @@ async def _import_one(store: LazyStore, chat: ChatReading, report: ImportReport,
         return f"refused: {chat.label}: {owner.refusal(chat.data.get('user'))}"
     chat.data["user"] = user
     try:
-        landed = await import_chat(await store.layer(), chat.data)
-    except HistoryDatabaseError:
-        raise  # the database itself: every later chat would fail the same way
-    except ErnieChatError as err:
+        landed = await import_chat(await store.layer(), chat.data, progress)
+    except ErnieChatError as err:  # HistoryDatabaseError too: this chat is refused, the file's others are tried
         report.refused += 1
         return f"refused: {chat.label}: {err}"
     except Exception as err:  # noqa: BLE001 - a database error for this chat only (e.g. a clashing message id)

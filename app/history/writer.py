@@ -137,7 +137,7 @@ class HistoryWriter:
 
     async def _until_it_lands(self, write: Write, what: str, future: asyncio.Future) -> None:
         delay, tries = RETRY_FIRST_S, 0
-        while True:
+        while not future.cancelled():  # its caller gave up on it (an import's chat refused): never tried again
             tries += 1
             try:
                 async with self.engine.begin() as conn:

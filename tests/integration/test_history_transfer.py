@@ -6,8 +6,10 @@ Slow: each test runs launch.py in new Python processes (the app's imports take s
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
+import sqlite3
 import subprocess
 import sys
 import time
@@ -448,3 +450,25 @@ def test_an_imported_chats_metadata_brings_only_its_settings_and_the_chat_answer
         client.get("/")  # the page logs the local user in (a cookie)
         assert "prompt" in asyncio.run(ask(app, client))
         assert client.get("/project/share/hostile-chat").status_code == 404
+
+
+def test_a_chat_that_takes_long_to_write_is_imported_and_so_are_the_chats_after_it(tmp_path):
+    """N8 (issue 36): a chat that took over 60 s to write (20,000 messages: ~75 s) failed with a false "database
+    is busy" and the file's later chats were skipped: exit 2, 0 rows (here on f9ee3fd 50,000 messages: the same).
+    Now there is no wall-clock limit on a chat being written, a long one says how far it got, and the chat after it
+    lands too."""
+    def chat(count: int, title: str) -> dict:
+        return {"id": title, "title": title, "chat": {"messages": [
+            {"role": "user" if n % 2 == 0 else "assistant", "content": f"{title} message {n}"} for n in range(count)]}}
+
+    big = tmp_path / "open-webui.json"
+    big.write_text(json.dumps([chat(50_000, "Long"), chat(2, "Short")]))
+    result = launch("import", "--data-dir", str(tmp_path / "db"), str(big))
+    assert result.returncode == 0, result.stdout + result.stderr
+    lines = result.stdout.splitlines()
+    assert '  writing chat 1 "Long": 10,000 of 50,000 messages' in lines
+    assert '  imported: chat 1 "Long", 50000 messages' in lines and '  imported: chat 2 "Short", 2 messages' in lines
+    with contextlib.closing(sqlite3.connect(tmp_path / "db" / "chats.db")) as conn:
+        counts = dict(conn.execute("select t.name, count(*) from steps s join threads t on t.id = s.thread_id "
+                                   "group by t.name"))
+    assert counts == {"Long": 50_000, "Short": 2}
