@@ -33,9 +33,11 @@ def error_json(err: ErnieChatError) -> bytes:
     return json.dumps(error_body(err)).encode()
 
 
-async def send_error(send, err: ErnieChatError, extra: Iterable[tuple[bytes, bytes]] = ()) -> None:
-    """Answer an ASGI HTTP request with ``err`` in the one error body (app/errors.py) and end it."""
-    body = error_json(err)
+async def send_error(send, err: ErnieChatError, extra: Iterable[tuple[bytes, bytes]] = (),
+                     for_chainlits_page: bool = False) -> None:
+    """Answer an ASGI HTTP request with ``err`` in the one error body (app/errors.py) and end it.
+    ``for_chainlits_page``: the line also as ``detail``, FastAPI's field, which Chainlit's page shows (an upload's)."""
+    body = error_json(err) if not for_chainlits_page else json.dumps({**error_body(err), "detail": str(err)}).encode()
     await send({"type": "http.response.start", "status": err.http_status,
                 "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
                             (b"content-security-policy", CONTENT_SECURITY_POLICY.encode()), *extra]})

@@ -138,7 +138,7 @@ class UploadQuota:
         size = int(length) if length and length.isdigit() else self.max_file_bytes
         line = self.ledger.refusal(session_id, user, size)
         if line is not None:
-            await send_error(send, BodyTooLargeError(line))
+            await send_error(send, BodyTooLargeError(line), for_chainlits_page=True)  # the page shows it
             return
         self.ledger.arriving(session_id, user, size)
         response: dict = {"status": 0, "body": b""}
