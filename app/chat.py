@@ -22,8 +22,10 @@ from chainlit.input_widget import Slider, TextInput
 
 from app.branding import APP_NAME
 from app.chainlit_internals import (
+    REFUSED_CHAT,
     follow_login_mode,
     forget_chat_contexts_of_closed_sessions,
+    leave_refused_chat,
     make_stoppable,
     remove_chainlits_stop_message,
     save_session_now,
@@ -474,6 +476,16 @@ async def _open_chat(rt: Runtime, saved: dict[str, Any]) -> None:
     cl.user_session.set("status_task", asyncio.create_task(keep_status_fresh(rt, language)))
 
 
+async def _say_if_a_chat_was_refused() -> None:
+    """The page asked for another user's chat (its address): Chainlit refused it and this is a new chat instead
+    (app/guards); one line says so, and the page leaves that chat's address (issue 35 item 7)."""
+    if cl.user_session.get(REFUSED_CHAT):
+        cl.user_session.set(REFUSED_CHAT, None)  # once: the user session is saved with the new chat
+        line = t(_language(), "not_your_chat")
+        await leave_refused_chat(line)
+        await notice(line)
+
+
 async def _attach_documents(rt: Runtime, message: cl.Message) -> None:
     """Read the files sent with ``message`` (off the event loop, in a process of their own) into its metadata; a
     line in the chat for each one that is not read. The message itself always goes on to be answered."""
@@ -509,6 +521,7 @@ def install() -> None:
     async def on_chat_start() -> None:
         rt = current_runtime()
         rt.metrics.chats.inc()
+        await _say_if_a_chat_was_refused()
         await _open_chat(rt, {})
 
     @cl.on_chat_resume

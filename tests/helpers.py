@@ -276,6 +276,13 @@ def send(page, text):
     page.click("#chat-submit")  # not Enter: on a phone-width page Enter adds a new line
 
 
+def sign_in(page, name: str, secret: str) -> None:
+    """Fill in and send Chainlit's login form."""
+    page.fill("#email", name)
+    page.fill("#password", secret)
+    page.click("button[type=submit]")
+
+
 def open_sidebar(page):
     """The history sidebar, opened (and waited for) as a user opens it."""
     history = page.locator("#thread-history")
