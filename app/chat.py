@@ -12,6 +12,7 @@ the deleted turns: "prompt 121 tokens" for a one-turn page).
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 import time
 from collections.abc import Coroutine
@@ -72,6 +73,16 @@ def _language() -> str:
         return cl.context.session.language or "en-US"
     except Exception:
         return "en-US"
+
+
+# Whether the chat already says this answer was stopped (under the answer so far): set in the answer's own task,
+# read by _run_tracked, which says it for a stop that came before any of the answer (issue 35 item 11).
+_STOP_MARKED: contextvars.ContextVar[bool] = contextvars.ContextVar("stop_marked", default=False)
+
+
+def stopped_line(language: str) -> str:
+    """The line a stopped answer ends with, or stands for when it was stopped before its first word."""
+    return "`" + t(language, "stopped") + "`"
 
 
 def _answer_cap(rt: Runtime) -> int:
@@ -286,9 +297,10 @@ async def _stream_answer(rt: Runtime, language: str, token_ids: list[int], sampl
             # Stopped or cut off: the answer so far stays in the chat (and in the next prompt); a stopped one
             # says so under it (the footer is never part of a prompt).
             if outcome == "stopped":
-                footer = "\n\n`" + t(language, "stopped") + "`"
+                footer = "\n\n" + stopped_line(language)
                 reply.content = limit_nesting("".join(parts)) + footer
                 reply.metadata = {"kind": KIND_ANSWER, "footer": footer}
+                _STOP_MARKED.set(True)
             await reply.update()
         await _warn_if_history_fails(rt, language)
 
@@ -415,8 +427,15 @@ async def _run_tracked(work: Coroutine[Any, Any, None]) -> None:
         return
     running.add(task)
     cl.user_session.set("answer_tasks", running)
+    _STOP_MARKED.set(False)
     try:
         await work
+    except asyncio.CancelledError:
+        # Stopped before the answer's first word (its files being read, the engine reading the prompt): the chat
+        # said nothing, as if the question had been dropped. The line says it, in the page and in the history.
+        if not _STOP_MARKED.get():
+            await notice(stopped_line(_language()))
+        raise
     finally:
         running.discard(task)
 
@@ -555,10 +574,14 @@ def install() -> None:
 
         if await run_preset_command(_presets(rt), message, _language(), notice, use_preset):
             return  # "Save preset": done, and no question to answer
-        if message.elements and DOCUMENTS not in (message.metadata or {}):  # files attached, not yet read
-            await _attach_documents(rt, message)
-        await store_before_answer(message)  # the user's message is stored before the engine answers
-        await _run_tracked(answer(rt, message))
+
+        async def read_and_answer() -> None:  # reading the files is part of the answer: Stop reaches it too
+            if message.elements and DOCUMENTS not in (message.metadata or {}):  # files attached, not yet read
+                await _attach_documents(rt, message)
+            await store_before_answer(message)  # the user's message is stored before the engine answers
+            await answer(rt, message)
+
+        await _run_tracked(read_and_answer())
         if rt.gpu_memory:  # GPU memory peak moved; without a GPU nothing in the panel changed
             await show_status(rt, _language())
 
