@@ -53,6 +53,7 @@ from app.history.presets import PresetStore
 from app.i18n import STARTERS, t
 from app.markdown_nesting import limit_nesting
 from app.preset_commands import is_preset_command, offer_presets, run_preset_command
+from app.reading_line import ReadingLine
 from app.runtime import Runtime, current_runtime
 from app.settings import SAMPLING_BOUNDS
 from app.status_panel import SHOW_STATUS_MESSAGE, engine_state_text, keep_status_fresh, show_status
@@ -231,6 +232,11 @@ async def _stream_answer(rt: Runtime, language: str, token_ids: list[int], sampl
             note.content = content
             await note.update()
 
+    async def show_reading(line: str) -> None:  # the answer's place, until its first words take it
+        await reply.stream_token(line, is_sequence=True)
+
+    reading = ReadingLine(show_reading, language, len(token_ids), rt.host.prefill_rate.tokens_per_second())
+    replace_reading = False
     parts: list[str] = []
     pending: list[str] = []
     interval = rt.settings.chat.stream_interval_ms / 1000
@@ -243,11 +249,12 @@ async def _stream_answer(rt: Runtime, language: str, token_ids: list[int], sampl
     last_flush = 0.0
     outcome = "done"
     try:
-        async for delta in rt.host.stream(token_ids, sampling, on_queued=on_queued):
+        async for delta in rt.host.stream(token_ids, sampling, on_queued=on_queued, on_admitted=reading.start):
             if "msg" in queue_notice:
                 await queue_notice.pop("msg").remove()
             if first_token_at is None and delta.new_tokens:
                 first_token_at = time.perf_counter()
+                replace_reading = await reading.stop()
             tokens += delta.new_tokens
             if delta.text:
                 parts.append(delta.text)
@@ -255,7 +262,8 @@ async def _stream_answer(rt: Runtime, language: str, token_ids: list[int], sampl
             now = time.perf_counter()
             # One websocket message per token freezes the page at ~300 tokens/s; send ~50 ms batches.
             if pending and now - last_flush >= interval:
-                await _stream_piece(reply, "".join(pending), parts, nesting)
+                await _stream_piece(reply, "".join(pending), parts, nesting, replace_reading)
+                replace_reading = False
                 # Give the loop a real turn (I/O included): without it the websocket writer did not
                 # run until the answer ended, and the page got the whole answer at once (seen in
                 # Chromium; sleep(0) was not enough).
@@ -267,7 +275,7 @@ async def _stream_answer(rt: Runtime, language: str, token_ids: list[int], sampl
                 last_save = now
                 saving = asyncio.create_task(_save_so_far(reply, "".join(parts)))
         if pending:
-            await _stream_piece(reply, "".join(pending), parts, nesting)
+            await _stream_piece(reply, "".join(pending), parts, nesting, replace_reading)
     except asyncio.CancelledError:
         outcome = "stopped"
         raise
@@ -278,6 +286,7 @@ async def _stream_answer(rt: Runtime, language: str, token_ids: list[int], sampl
         outcome = "refused"
         await notice(t(language, "refused", detail=str(err)))
     finally:
+        reading_shown = await reading.stop()
         if saving is not None and not saving.done():
             await asyncio.wait([saving])  # the last partial save lands before the final text, never after it
         if "msg" in queue_notice:
@@ -289,8 +298,8 @@ async def _stream_answer(rt: Runtime, language: str, token_ids: list[int], sampl
             reply.content = limit_nesting("".join(parts)) + footer
             reply.metadata = {"kind": KIND_ANSWER, "footer": footer}
             await _offer_regenerate(reply, language)
-            # stream_token sent the message with the first piece; an empty answer was never sent.
-            await (reply.update() if parts else reply.send())
+            # stream_token sent the message with the first piece (or the reading line); an empty answer was never sent.
+            await (reply.update() if parts or reading_shown else reply.send())
             if rt.gpu_memory:
                 rt.gpu_memory.sample(generating=True)
         elif parts:
@@ -302,6 +311,14 @@ async def _stream_answer(rt: Runtime, language: str, token_ids: list[int], sampl
                 reply.metadata = {"kind": KIND_ANSWER, "footer": footer}
                 _STOP_MARKED.set(True)
             await reply.update()
+        elif reading_shown:  # ended while the engine read the prompt: the reading line goes
+            if outcome == "stopped":  # it becomes the stopped line (a notice: never part of a prompt)
+                reply.content = stopped_line(language)
+                reply.metadata = {"kind": KIND_NOTICE}
+                await reply.update()
+                _STOP_MARKED.set(True)
+            else:  # the engine died or refused: its own line says so
+                await reply.remove()
         await _warn_if_history_fails(rt, language)
 
 
@@ -320,8 +337,12 @@ class NestingWatch:
         return limit_nesting(touched) != touched
 
 
-async def _stream_piece(reply: cl.Message, piece: str, parts: list[str], nesting: NestingWatch) -> None:
-    if nesting.too_deep(piece):  # rare: send the whole answer again, made safe, in place of what was shown
+async def _stream_piece(reply: cl.Message, piece: str, parts: list[str], nesting: NestingWatch,
+                        replace: bool = False) -> None:
+    """Add ``piece`` to the answer on the page; ``replace``: the answer so far takes the place of what the message
+    shows (the reading line)."""
+    # too_deep first: it follows every piece, whatever is sent
+    if nesting.too_deep(piece) or replace:  # rare: send the whole answer again, made safe, in place of what was shown
         await reply.stream_token(limit_nesting("".join(parts)), is_sequence=True)
     else:
         await reply.stream_token(piece)
@@ -510,7 +531,16 @@ async def _attach_documents(rt: Runtime, message: cl.Message) -> None:
     line in the chat for each one that is not read. The message itself always goes on to be answered."""
     language = _language()
     chat = rt.settings.chat
-    documents, lines = await read_documents(message.elements, chat.max_upload_mb, chat.max_upload_files, language)
+    # Said at once: the page has shown nothing since the message was sent, and a reader process takes its time to
+    # start (~0.5 s here); the answer's reading line follows (issue 35 item 2).
+    names = ", ".join(e.name for e in message.elements if getattr(e, "path", None))
+    reading = await notice(t(language, "reading_files", names=names)) if names else None
+    try:
+        documents, lines = await read_documents(message.elements, chat.max_upload_mb, chat.max_upload_files,
+                                                language)
+    finally:
+        if reading is not None:
+            await reading.remove()
     for line in lines:
         await notice(line)
     message.metadata = {**(message.metadata or {}), DOCUMENTS: documents}

@@ -4,12 +4,13 @@ takes it seconds to read here, the tiny model reads it at once). The engine read
 side with vLLM's own counters: the stopped request never made a token, and never finished."""
 from __future__ import annotations
 
+import re
 import sqlite3
 import time
 
 import pytest
 
-from tests.helpers import attach, get, metric_value, running_app, wait_chat_opened
+from tests.helpers import attach, get, metric_value, running_app, wait_chat_opened, wait_stats
 
 pytestmark = pytest.mark.timeout(600)
 WORDS = ("harbour", "lantern", "copper", "meadow", "signal", "granite", "orchard", "ferry", "beacon", "willow",
@@ -88,3 +89,49 @@ def test_stop_while_a_document_is_read_leaves_the_stopped_line(open_page, readin
     # The line is in the chat's history too (a reopened chat shows it): the app's history writer lands it.
     assert wait_stored(db, "stopped by you")
 
+
+READING = re.compile(r"Reading your message: ([\d,]+) tokens · (\d+) s · about (\d+) s left \(the engine reads "
+                     r"~([\d,]+) tokens/s\)")
+
+
+def reading_line(page, timeout_ms: int = 60000) -> re.Match:
+    """The answer's reading line, once the page shows it."""
+    page.wait_for_function("() => document.body.innerText.includes('Reading your message: ')", timeout=timeout_ms)
+    found = READING.search(page.inner_text("body"))
+    assert found, page.inner_text("body")[-1000:]
+    return found
+
+
+def test_a_long_document_shows_that_it_is_read_until_the_first_token(open_page, reading_app, tmp_path):
+    """Item 2: while the engine reads the prompt the answer says so, with the tokens and the time left at the
+    engine's measured rate; the answer's first words take its place."""
+    app, _ = reading_app
+    page = open_page()
+    attach(page, long_document(tmp_path / "logbook.txt", first=1000))
+    prompts, generated = metric(app, "vllm:prompt_tokens_total"), metric(app, "vllm:generation_tokens_total")
+    page.fill("#chat-input", "Which crew checked the copper near the willow?")
+    page.click("#chat-submit")
+    found = reading_line(page)
+    assert metric(app, "vllm:generation_tokens_total") == generated  # shown while no token has come
+    tokens, rate = int(found[1].replace(",", "")), int(found[4].replace(",", ""))
+    assert int(found[3]) >= 1 and rate > 0
+    prompt, *_ = wait_stats(page, 1, timeout=300)
+    # The line counted the prompt the engine read, and is gone: the answer took its place.
+    assert tokens == int(prompt) == metric(app, "vllm:prompt_tokens_total") - prompts
+    assert "Reading your message" not in page.inner_text("body")
+
+
+def test_stop_during_the_reading_line_leaves_the_stopped_line_in_its_place(open_page, reading_app, tmp_path):
+    app, db = reading_app
+    page = open_page("zh-CN")
+    attach(page, long_document(tmp_path / "logbook.txt", first=2000))
+    generated, finished = metric(app, "vllm:generation_tokens_total"), metric(app, "vllm:request_success_total")
+    page.fill("#chat-input", "Which crew checked the copper near the willow?")
+    page.click("#chat-submit")
+    page.wait_for_function("() => document.body.innerText.includes('正在读取你的消息：')", timeout=60000)
+    page.locator("#stop-button").click()
+    page.locator('[data-step-type="assistant_message"]', has_text="已由你停止").wait_for(timeout=30000)
+    page.wait_for_function("() => !document.body.innerText.includes('正在读取你的消息：')", timeout=30000)
+    assert metric(app, "vllm:generation_tokens_total") == generated
+    assert metric(app, "vllm:request_success_total") == finished
+    assert wait_stored(db, "已由你停止")
