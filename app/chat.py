@@ -341,8 +341,9 @@ async def _stream_piece(reply: cl.Message, piece: str, parts: list[str], nesting
                         replace: bool = False) -> None:
     """Add ``piece`` to the answer on the page; ``replace``: the answer so far takes the place of what the message
     shows (the reading line)."""
-    # too_deep first: it follows every piece, whatever is sent
-    if nesting.too_deep(piece) or replace:  # rare: send the whole answer again, made safe, in place of what was shown
+    # too_deep first: it must see every piece. Too deep (rare) or replacing: the whole answer so far, made safe, in
+    # place of what the message shows.
+    if nesting.too_deep(piece) or replace:
         await reply.stream_token(limit_nesting("".join(parts)), is_sequence=True)
     else:
         await reply.stream_token(piece)
