@@ -63,6 +63,9 @@ class EnginePlan:
     warnings: tuple[str, ...] = ()
     env: dict[str, str] = field(default_factory=dict)  # set for the engine's processes
     env_defaults: dict[str, str] = field(default_factory=dict)  # set unless the user set them already
+    # Set, unless the user set them, inside this engine's own engine-core process only (the process vLLM forks
+    # for it): the engine built beside it at the same time keeps vLLM's defaults.
+    core_env: dict[str, str] = field(default_factory=dict)
     planned_bytes: int = 0  # device memory the plan expects the engine to take
     user_set: frozenset[str] = frozenset()  # engine arguments the user gave; a retry never changes these
     kv_bytes_per_token: int = 0  # KV cache per token of context (model and KV dtype); 0 where unknown
@@ -81,10 +84,12 @@ class EnginePlan:
             "warnings": list(self.warnings),
             "env": dict(self.env),
             "env_defaults": dict(self.env_defaults),
+            "core_env": dict(self.core_env),
             "planned_gib": round(self.planned_bytes / GIB, 2),
             "set_by_you": sorted(self.user_set),
             "starter": None if self.starter is None else {
                 "engine_args": dict(self.starter.engine_args),
+                "core_env": dict(self.starter.core_env),
                 "reasons": self.starter_differences(),
                 "planned_gib": round(self.starter.planned_bytes / GIB, 2)},
         }
@@ -94,5 +99,6 @@ class EnginePlan:
         starter = self.starter
         if starter is None:
             return {}
-        return {name: starter.reasons.get(name, "") for name, value in starter.engine_args.items()
-                if self.engine_args.get(name) != value}
+        differing = [name for name, value in starter.engine_args.items() if self.engine_args.get(name) != value]
+        differing += [name for name, value in starter.core_env.items() if self.core_env.get(name) != value]
+        return {name: starter.reasons.get(name, "") for name in differing}

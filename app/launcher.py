@@ -70,8 +70,11 @@ def print_plan(plan: EnginePlan, as_json: bool, answer_end: Optional[tuple[EndTo
         print(f"quick start: {plan.reasons['quick_start']}")
     if plan.starter is not None:
         print(f"  the starting engine ({plan.starter.planned_bytes / GIB:.2f} GiB) differs in:")
+        starter = plan.starter
         for name, why in plan.starter_differences().items():
-            print(f"  --{name.replace('_', '-')}={plan.starter.engine_args[name]}\n      why: {why}")
+            setting = (f"env {name}={starter.core_env[name]} (its engine core only)" if name in starter.core_env
+                       else f"--{name.replace('_', '-')}={starter.engine_args[name]}")
+            print(f"  {setting}\n      why: {why}")
     print(f"answers end at: {describe(answer_end)}")
     for line in plan.warnings:
         print(f"warning: {line}")

@@ -189,6 +189,15 @@ def _plan_cpu(settings: EngineSettings, shape: ModelShape, cpu: CpuFacts) -> Eng
     return replace(plan, starter=starter.value)
 
 
+# vLLM samples top-p/top-k with FlashInfer on a CUDA card by default, a kernel FlashInfer compiles on a machine's
+# first launch and caches in ~/.cache/flashinfer: on an H100 both engines waited 80-100 s for that one build,
+# so a new user's first answer came with full speed, after 124-154 s (issue 31). PyTorch's sampler needs no build.
+STARTER_SAMPLER = {"VLLM_USE_FLASHINFER_SAMPLER": "0"}
+STARTER_SAMPLER_REASON = ("0: the starting engine samples with PyTorch; FlashInfer's sampler is compiled on a "
+                          "machine's first launch (80-100 s on an H100), which the full-speed engine does while "
+                          "the starting one answers")
+
+
 def _eager_twin(plan: EnginePlan, planned_bytes: int, share: Optional[float] = None) -> EnginePlan:
     """The plan's starting engine: the same model, context and KV cache, eager (nothing to compile or capture)."""
     # optimization_level 0 is vLLM's own "eager" level: no compile, no graphs, and no FlashInfer autotune, which
@@ -225,7 +234,9 @@ def _gpu_starter(settings: EngineSettings, plan: EnginePlan, shape: ModelShape) 
     if needed > usable:
         return Choice(None, f"off: the starting and the full engine together need {both}, more than the "
                             f"{_fmt_gib(usable)} usable; the full-speed engine starts alone")
-    starter = _eager_twin(plan, starter_bytes, startup_share(starter_bytes, gpu.total_bytes))
+    twin = _eager_twin(plan, starter_bytes, startup_share(starter_bytes, gpu.total_bytes))
+    starter = replace(twin, core_env=dict(STARTER_SAMPLER),
+                      reasons={**twin.reasons, **dict.fromkeys(STARTER_SAMPLER, STARTER_SAMPLER_REASON)})
     on = SET_BY_YOU if settings.quick_start == "on" else "auto"
     return Choice(starter, f"on ({on}): an eager engine answers within seconds while the compiled one (CUDA "
                            f"graphs) is built beside it and takes over when warm; both fit: {both} of "

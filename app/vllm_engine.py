@@ -77,7 +77,8 @@ def forks_engine_core(plan: EnginePlan) -> bool:
 
 def create_vllm_engine(model_path: str, plan: EnginePlan) -> VllmEngine:
     """Build AsyncLLM for the plan. Runs on the engine thread (it blocks for the whole model load)."""
-    gate = ENGINE_FORKS.held_until_fork() if forks_engine_core(plan) else contextlib.nullcontext()
+    # plan.core_env reaches the engine core through the fork only: a spawned one takes this process's environment.
+    gate = ENGINE_FORKS.held_until_fork(plan.core_env) if forks_engine_core(plan) else contextlib.nullcontext()
     with gate:
         return _create(model_path, plan)
 

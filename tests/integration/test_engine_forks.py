@@ -40,7 +40,7 @@ SERVING_PROCESS = textwrap.dedent("""
     from vllm.v1.engine.async_llm import AsyncLLM
 
     from app.hardware import VllmBuild
-    from app.profiles import plan_engine
+    from app.profiles import STARTER_SAMPLER, plan_engine
     from app.settings import EngineSettings
     from app.vllm_engine import create_vllm_engine
 
@@ -53,16 +53,20 @@ SERVING_PROCESS = textwrap.dedent("""
             meet.wait()  # both builds reach their fork together, as two cold starts did
         except threading.BrokenBarrierError:  # the other build is held back: no meeting, fork alone
             pass
-        core = multiprocessing.get_context("fork").Process(target=os._exit, args=(0,))
+        core = multiprocessing.get_context("fork").Process(target=exit_with_the_sampler_setting)
         core.start()
         core.join()
-        return SimpleNamespace(model_config=config.model_config)
+        return SimpleNamespace(model_config=config.model_config, core_exit=core.exitcode)
+
+
+    def exit_with_the_sampler_setting():  # the engine core: what its sampler would read, as its exit code
+        os._exit(int(os.environ.get("VLLM_USE_FLASHINFER_SAMPLER", "7")))
 
 
     def build(name, results):
         try:
-            create_vllm_engine(sys.argv[1], plan)
-            results[name] = "ok"
+            engine = create_vllm_engine(sys.argv[1], plan.starter if name == "starting" else plan)
+            results[name] = f"ok, engine core exit {engine._llm.core_exit}"
         except BaseException as err:
             results[name] = f"{type(err).__name__}: {err}"
 
@@ -71,6 +75,7 @@ SERVING_PROCESS = textwrap.dedent("""
         AsyncLLM.from_engine_args = staticmethod(fork_engine_core)
         plan = plan_engine(EngineSettings(max_model_len=1024), [], VllmBuild(True, "0.29.0", "cpu"))
         plan = replace(plan, device="cuda")  # vLLM forks its engine core for a GPU plan
+        plan = replace(plan, starter=replace(plan, core_env=STARTER_SAMPLER))  # a GPU plan's starter's engine core
         results = {}
         threads = [threading.Thread(target=build, args=(name, results)) for name in ("starting", "full")]
         for thread in threads:
@@ -79,14 +84,17 @@ SERVING_PROCESS = textwrap.dedent("""
             thread.join()
         for name in ("starting", "full"):
             print("BUILD", name, results.get(name), flush=True)
+        print("APP", os.environ.get("VLLM_USE_FLASHINFER_SAMPLER", "unset"), flush=True)
 """)
 
 
-def test_two_engine_builds_at_once_never_fork_together(tmp_path, tiny_model_dir):
+def test_two_engine_builds_at_once_never_fork_together_and_each_core_gets_its_own_environment(tmp_path, tiny_model_dir):
     script = tmp_path / "serving_process.py"
     script.write_text(SERVING_PROCESS)
     done = subprocess.run([sys.executable, str(script), str(tiny_model_dir)], cwd=ROOT, capture_output=True,
                           text=True, timeout=240, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
-    builds = [line for line in done.stdout.splitlines() if line.startswith("BUILD")]
-    assert done.returncode == 0 and len(builds) == 2, done.stdout[-2000:] + done.stderr[-3000:]
-    assert builds == ["BUILD starting ok", "BUILD full ok"], builds
+    builds = [line for line in done.stdout.splitlines() if line.startswith(("BUILD", "APP"))]
+    assert done.returncode == 0 and len(builds) == 3, done.stdout[-2000:] + done.stderr[-3000:]
+    # Neither fork refused; the starting engine's core samples without FlashInfer (0), the full one's keeps
+    # vLLM's default (unset: exit 7), and the app's own environment is left as it was.
+    assert builds == ["BUILD starting ok, engine core exit 0", "BUILD full ok, engine core exit 7", "APP unset"], builds

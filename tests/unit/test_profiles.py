@@ -291,6 +291,9 @@ def test_gpu_plan_starts_an_eager_twin_first_when_both_fit():
     differences = json.loads(json.dumps(plan.to_dict()))["starter"]["reasons"]
     assert {"enforce_eager", "optimization_level"} <= set(differences) and "dtype" not in differences
     assert differences["optimization_level"].startswith("0: an engine that lives for seconds")
+    # PyTorch's sampler in the starting engine's core only: FlashInfer's is built on a first launch (issue 31)
+    assert starter.core_env == {"VLLM_USE_FLASHINFER_SAMPLER": "0"} and plan.core_env == {}
+    assert differences["VLLM_USE_FLASHINFER_SAMPLER"].startswith("0: the starting engine samples with PyTorch")
 
 
 @pytest.mark.parametrize("settings, gpu, why", [
