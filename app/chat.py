@@ -29,6 +29,7 @@ from app.chainlit_internals import (
     remove_chainlits_stop_message,
     save_session_now,
 )
+from app.chat_address import tell_page_the_chat_address
 from app.chat_history import install_history, store_before_answer
 from app.conversation import (
     ChatTemplate,
@@ -627,6 +628,8 @@ def install() -> None:
         if message.elements and DOCUMENTS not in (message.metadata or {}):  # files attached, not yet read
             await _attach_documents(rt, message)
         await store_before_answer(message)  # the user's message is stored before the engine answers
+        if rt.history is not None:  # a saved chat has an address of its own
+            await tell_page_the_chat_address(rt.settings.server.root_path)
         await _run_tracked(answer(rt, message))
         if rt.gpu_memory:  # GPU memory peak moved; without a GPU nothing in the panel changed
             await show_status(rt, _language())
