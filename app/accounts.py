@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
 from app.errors import AccountError
+from app.private_files import PRIVATE_FILE_MODE, make_private_folder
 
 if TYPE_CHECKING:
     from app.settings import HistorySettings
@@ -180,8 +181,6 @@ class Accounts:
         """The users as the file holds them now, read under the lock; what the block leaves in the dict is
         written before the lock is let go. An error in the block writes nothing."""
         from filelock import FileLock, Timeout
-
-        from app.history.database import PRIVATE_FILE_MODE, make_private_folder
 
         make_private_folder(self.path.parent)
         lock = FileLock(self.path.with_name(self.path.name + ".lock"), timeout=LOCK_WAIT_S, mode=PRIVATE_FILE_MODE)

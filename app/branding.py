@@ -13,6 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from app.chainlit_internals import avatar_for_everyone, name_the_page
+from app.private_files import make_private_folder
 from app.settings import PROJECT_ROOT
 
 APP_NAME = "ernie-chat"
@@ -37,7 +38,7 @@ def page_description(model: str) -> str:
 
 def write_welcome(model: str, folder: Path, templates: Path = PROJECT_ROOT) -> None:
     """The welcome files with the model's name filled in, into ``folder`` (one that only this process uses)."""
-    folder.mkdir(mode=0o700, exist_ok=True)
+    make_private_folder(folder)
     for name in WELCOME_FILES:
         text = (templates / name).read_text(encoding="utf-8")
         (folder / name).write_text(text.replace(MODEL_PLACEHOLDER, model_name(model)), encoding="utf-8")

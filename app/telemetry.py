@@ -15,6 +15,8 @@ from typing import Optional
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+from app.private_files import keep_private
+
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 # ``log.error(..., extra=FILE_ONLY)``: for the log file, not the terminal (where the same problem is
 # already told once, in one line, by the launcher).
@@ -43,7 +45,7 @@ def setup_logging(log_file: Path, level: int = logging.INFO, vllm_console_level:
     """
     log_file = log_file.resolve()
     log_file.parent.mkdir(parents=True, exist_ok=True)
-    make_private(log_file)
+    keep_private(log_file)  # it names chats' titles, users and errors: before any handler opens it
     file_handler = logging.FileHandler(log_file, encoding="utf-8")
     file_handler.setFormatter(logging.Formatter(LOG_FORMAT))
     console = BarSafeHandler(sys.stderr)
@@ -66,15 +68,6 @@ def setup_logging(log_file: Path, level: int = logging.INFO, vllm_console_level:
         errors.removeHandler(handler)
     errors.addHandler(file_handler)
     errors.propagate = False
-
-
-def make_private(log_file: Path) -> None:
-    """The log names chats' titles, users and errors: readable by this user only (0600), whatever the umask,
-    before any handler (ours or vLLM's processes') opens it."""
-    if log_file.exists() and not log_file.is_file():  # /dev/stderr, a pipe: not ours to change
-        return
-    os.close(os.open(log_file, os.O_CREAT | os.O_APPEND | os.O_WRONLY, 0o600))
-    os.chmod(log_file, 0o600)  # a file from an earlier version may be 0644
 
 
 # Chainlit's and its socket's own errors (an unknown message id, a bad UUID) also go to the log file, so that

@@ -9,15 +9,13 @@ database (the data directory, and any missing folder above it) is made 0700; the
 for the app, is made 0700 even when it already exists (earlier versions created it 0755); a folder the user
 chose (--data-dir, a --database-url file's folder) that already exists is left as it is. ``chats.db`` is
 created 0600 before SQLite opens it, and SQLite gives its -wal, -shm and -journal files the main file's
-permissions (tests/unit/test_private_files.py).
+permissions (app/private_files.py makes them; tests/unit/test_private_files.py).
 """
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import logging
-import os
-import stat
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -29,6 +27,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_en
 
 from app.errors import HistoryDatabaseError
 from app.history.schema import MIGRATIONS, SCHEMA_VERSION, meta, metadata
+from app.private_files import create_private_file, make_private_folder
 from app.settings import HistorySettings
 
 log = logging.getLogger("ernie_chat.history")
@@ -37,8 +36,6 @@ DB_FILE_NAME = "chats.db"
 # A writer waits this long for another connection's lock before SQLite reports "database is locked".
 # Our own writes are serialised (app/history/writer.py); this covers export/import run beside the app.
 SQLITE_BUSY_TIMEOUT_MS = 10_000
-PRIVATE_FOLDER_MODE = 0o700
-PRIVATE_FILE_MODE = 0o600
 
 
 @dataclass(frozen=True)
@@ -78,41 +75,6 @@ def locate(settings: HistorySettings) -> Optional[DatabaseLocation]:
         return DatabaseLocation(url)
     path = (settings.data_dir or default_data_dir()).expanduser().resolve() / DB_FILE_NAME
     return DatabaseLocation(f"sqlite+aiosqlite:///{path}", path, own_folder=settings.data_dir is None)
-
-
-def make_private_folder(folder: Path, own: bool = False) -> None:
-    """Create ``folder`` and any missing folder above it 0700, whatever the umask. One that exists is left as it
-    is (a folder the user chose may be shared on purpose), unless ``own``: the app's default data directory."""
-    missing = []
-    for candidate in (folder, *folder.parents):
-        if candidate.exists() or candidate.is_symlink():
-            break
-        missing.append(candidate)
-    for candidate in reversed(missing):
-        with contextlib.suppress(FileExistsError):  # made meanwhile by another process: not ours to change
-            candidate.mkdir(mode=PRIVATE_FOLDER_MODE)  # the umask only takes bits away: never wider than 0700
-            os.chmod(candidate, PRIVATE_FOLDER_MODE)  # and a umask such as 0o200 took some of ours
-    if own and not missing and folder.is_dir() and not folder.is_symlink():
-        mode = stat.S_IMODE(folder.stat().st_mode)
-        if mode != PRIVATE_FOLDER_MODE:
-            try:
-                os.chmod(folder, PRIVATE_FOLDER_MODE)
-                log.info("made the data directory %s private (%o, it was %o)", folder, PRIVATE_FOLDER_MODE, mode)
-            except OSError as err:  # owned by someone else: the start goes on, and says so
-                log.warning("cannot make the data directory %s private (%s)", folder, err.strerror)
-
-
-def create_private_file(file: Path) -> None:
-    """Create an empty ``file`` 0600, whatever the umask, if it does not exist (SQLite takes an empty file as a
-    new database, and gives its -wal and -shm files the same permissions). An existing file is left as it is."""
-    try:
-        fd = os.open(file, os.O_CREAT | os.O_EXCL | os.O_WRONLY, PRIVATE_FILE_MODE)
-    except FileExistsError:
-        return
-    try:
-        os.fchmod(fd, PRIVATE_FILE_MODE)
-    finally:
-        os.close(fd)
 
 
 def _sqlite_pragmas(dbapi_connection, _record) -> None:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import re
 import time
 from collections.abc import Callable
@@ -33,6 +32,7 @@ from app.history.importers import EXPORT_FORMAT, PRESETS_FORMAT, ChatReading, Im
 from app.history.owners import user_id_of
 from app.history.presets import PresetStore
 from app.history.schema import elements, steps, threads
+from app.private_files import make_private_folder, write_private
 
 PRESETS_FILE_NAME = "presets.json"
 ROLE_OF_TYPE = {"user_message": "user", "assistant_message": "assistant", "system_message": "system"}
@@ -99,14 +99,14 @@ async def export_all(layer: HistoryDataLayer, out: Path, fmt: str) -> list[Path]
         if thread is None:
             continue
         folder = out / re.sub(r"[^\w\-.@]+", "_", row.user_identifier or "no-owner")
-        private_folder(folder)
+        make_private_folder(folder)
         path = folder / file_name(thread, fmt)
         write_private(path, to_json(thread) if fmt == "json" else to_markdown(thread))
         written.append(path)
     if fmt == "json":  # each user's presets, for import to bring back (the Markdown export is for reading)
         for user, saved in (await PresetStore(layer).by_user()).items():
             folder = out / re.sub(r"[^\w\-.@]+", "_", user)
-            private_folder(folder)
+            make_private_folder(folder)
             path = folder / PRESETS_FILE_NAME
             write_private(path, json.dumps({"format": PRESETS_FORMAT, "user": user, "presets": saved},
                                            ensure_ascii=False, indent=2))
@@ -126,29 +126,6 @@ async def thread_for_export(layer: HistoryDataLayer, thread_id: str) -> Optional
     thread["steps"] = [{**step, "createdAt": step.get("createdAt") or stored.get(step.get("id"))}
                        for step in thread.get("steps") or []]
     return thread
-
-
-def private_folder(folder: Path) -> None:
-    """Create ``folder`` and any missing parents 0700, whatever the umask; folders already there are left."""
-    missing = []
-    for parent in (folder, *folder.parents):
-        if parent.exists():
-            break
-        missing.append(parent)
-    for created in reversed(missing):
-        created.mkdir(mode=0o700, exist_ok=True)
-        os.chmod(created, 0o700)  # mkdir's mode is cut by the umask
-
-
-def write_private(path: Path, text: str) -> None:
-    """Write ``path`` 0600 whatever the umask, also over an older export's 0644 file; never through a link."""
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0), 0o600)
-    except OSError as err:
-        raise ErnieChatError(f"cannot write {path}: {err.strerror or err}") from None
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        os.fchmod(fd, 0o600)
-        f.write(text)
 
 
 # A chat being written is waited for however long it takes (20,000 messages took ~75 s, and a 60-s limit on the

@@ -39,7 +39,8 @@ from app.history.importers import (
     parse_limited,
     read_chat_file,
 )
-from app.history.transfer import ImportOwner, LazyStore, import_files, private_folder, run_transfer, write_private
+from app.history.transfer import ImportOwner, LazyStore, import_files, run_transfer
+from app.private_files import make_private_folder, write_private
 
 OWNER = "local"
 
@@ -457,7 +458,7 @@ def test_export_files_are_0600_and_new_folders_0700_whatever_the_umask(tmp_path)
     try:
         (tmp_path / "there").mkdir(mode=0o755)
         folder = tmp_path / "there" / "new" / "alice"
-        private_folder(folder)
+        make_private_folder(folder)
         write_private(folder / "chat.json", "{}")
         loose = tmp_path / "there" / "old.json"
         loose.write_text("old")

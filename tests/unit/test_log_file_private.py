@@ -3,7 +3,7 @@ a device or pipe given as --log-file is left as it is."""
 import os
 import stat
 
-from app.telemetry import make_private
+from app.private_files import keep_private
 
 
 def test_a_new_and_an_old_log_file_become_private(tmp_path):
@@ -13,7 +13,7 @@ def test_a_new_and_an_old_log_file_become_private(tmp_path):
         old.write_text("from an earlier version\n")
         old.chmod(0o644)
         for log_file in (new, old):
-            make_private(log_file)
+            keep_private(log_file)
             assert stat.S_IMODE(log_file.stat().st_mode) == 0o600
         assert old.read_text() == "from an earlier version\n"  # kept, not truncated
     finally:
@@ -23,5 +23,5 @@ def test_a_new_and_an_old_log_file_become_private(tmp_path):
 def test_a_device_is_not_changed(tmp_path):
     fifo = tmp_path / "pipe"
     os.mkfifo(fifo, 0o644)
-    make_private(fifo)
+    keep_private(fifo)
     assert stat.S_IMODE(fifo.stat().st_mode) == 0o644

@@ -1,0 +1,77 @@
+"""The app's files that only this user may read: folders 0700, files 0600, whatever the umask.
+
+Chats, their exports, the users file, the log (chat titles, user names) and the page's per-process files are
+written here, by this user, on machines other users may share. ``mkdir`` and ``open`` take their mode through the
+umask, which only takes bits away, so each helper sets the mode again after creating (a umask such as 0o200 takes
+some of ours too). Folders and files that already exist are left as they are (a folder the user chose may be
+shared on purpose), except where a helper says it changes them.
+"""
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import stat
+from pathlib import Path
+
+from app.errors import ErnieChatError
+
+log = logging.getLogger("ernie_chat.files")
+
+PRIVATE_FOLDER_MODE = 0o700
+PRIVATE_FILE_MODE = 0o600
+
+
+def make_private_folder(folder: Path, own: bool = False) -> None:
+    """Create ``folder`` and any missing folder above it 0700. One that exists is left as it is, unless ``own``:
+    the app's default data directory, made 0700 even when an earlier version created it 0755."""
+    missing = []
+    for candidate in (folder, *folder.parents):
+        if candidate.exists() or candidate.is_symlink():
+            break
+        missing.append(candidate)
+    for candidate in reversed(missing):
+        with contextlib.suppress(FileExistsError):  # made meanwhile by another process: not ours to change
+            candidate.mkdir(mode=PRIVATE_FOLDER_MODE)
+            os.chmod(candidate, PRIVATE_FOLDER_MODE)
+    if own and not missing and folder.is_dir() and not folder.is_symlink():
+        mode = stat.S_IMODE(folder.stat().st_mode)
+        if mode != PRIVATE_FOLDER_MODE:
+            try:
+                os.chmod(folder, PRIVATE_FOLDER_MODE)
+                log.info("made the data directory %s private (%o, it was %o)", folder, PRIVATE_FOLDER_MODE, mode)
+            except OSError as err:  # owned by someone else: the start goes on, and says so
+                log.warning("cannot make the data directory %s private (%s)", folder, err.strerror)
+
+
+def create_private_file(file: Path) -> None:
+    """Create an empty ``file`` 0600 if it does not exist (SQLite takes an empty file as a new database, and gives
+    its -wal and -shm files the same permissions). An existing file is left as it is."""
+    try:
+        fd = os.open(file, os.O_CREAT | os.O_EXCL | os.O_WRONLY, PRIVATE_FILE_MODE)
+    except FileExistsError:
+        return
+    try:
+        os.fchmod(fd, PRIVATE_FILE_MODE)
+    finally:
+        os.close(fd)
+
+
+def keep_private(file: Path) -> None:
+    """``file`` exists and is 0600, also when an earlier version made it 0644 (the log). A special file (a pipe,
+    /dev/stderr) is not ours to change."""
+    if file.exists() and not file.is_file():
+        return
+    os.close(os.open(file, os.O_CREAT | os.O_APPEND | os.O_WRONLY, PRIVATE_FILE_MODE))
+    os.chmod(file, PRIVATE_FILE_MODE)
+
+
+def write_private(path: Path, text: str) -> None:
+    """Write ``path`` 0600, also over an older export's 0644 file; never through a link."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0), PRIVATE_FILE_MODE)
+    except OSError as err:
+        raise ErnieChatError(f"cannot write {path}: {err.strerror or err}") from None
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        os.fchmod(fd, PRIVATE_FILE_MODE)
+        f.write(text)
