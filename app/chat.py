@@ -43,6 +43,7 @@ from app.conversation import (
     stats_line_values,
 )
 from app.documents.attach import configure_uploads, read_documents, relink_resumed_files
+from app.documents.followup import PASSAGES_OF, as_sent, partly_sent
 from app.documents.prompt import DOCUMENTS, Fit, apply, documents_of, fit_documents, render_turn
 from app.engine_protocol import Sampling
 from app.engine_status import EngineState
@@ -115,6 +116,17 @@ def answer_text(message: cl.Message) -> str:
     return content[:-len(footer)] if footer and content.endswith(footer) else content
 
 
+def earlier_user_messages(message: cl.Message) -> list[cl.Message]:
+    """The chat's user messages shown above ``message``."""
+    earlier = []
+    for shown in cl.chat_context.get():
+        if shown.id == message.id:
+            break
+        if shown.type == "user_message":
+            earlier.append(shown)
+    return earlier
+
+
 def shown_turns(message: cl.Message) -> list[tuple[Message, list[str]]]:
     """Each chat turn shown above ``message``, with the names of the documents that turn's prompt carries."""
     turns: list[tuple[Message, list[str]]] = []
@@ -165,6 +177,8 @@ async def answer(rt: Runtime, message: cl.Message, continuing: Optional[cl.Messa
     system_prompt = str(chat_settings.get("system_prompt", defaults["system_prompt"]) or "")
     template = ChatTemplate(rt.tokenizer)
     max_tokens = int(sampling.values["max_tokens"])
+    if continuing is None and not any(d.get(PASSAGES_OF) for d in documents):  # not fitted for it yet
+        documents = documents + partly_sent(documents_of(m.metadata) for m in earlier_user_messages(message))
     if documents and continuing is None:  # an answer continued keeps the passages its question was fitted with
         documents = await _fit_documents(rt, message, documents, system_prompt, text, max_tokens, template)
     so_far = answer_text(continuing) if continuing is not None else ""
@@ -209,8 +223,9 @@ async def _fit_documents(rt: Runtime, message: cl.Message, documents: list[dict]
         elif each.where is not None:
             where_kind, where = each.where
             await notice(t(language, "doc_passages", name=each.name, tokens=each.tokens, room=each.room,
-                           where_kind=t(language, f"doc_where_{where_kind}"), where=where))
-    used = apply(documents, fits)
+                           where_kind=t(language, f"doc_where_{where_kind}"), where=where, used=len(each.used or ()),
+                           total=each.passages, left=each.passages_left_out))
+    used = [as_sent(document, fit) for document, fit in zip(apply(documents, fits), fits, strict=True)]
     if used != documents:
         message.metadata = {**(message.metadata or {}), DOCUMENTS: used}
         await message.update()  # saved with the chat: a later prompt renders this turn the same way

@@ -82,6 +82,11 @@ class Fit:
     room: int
     used: Optional[list[int]] = None
     where: Optional[tuple[str, str]] = None  # ("pages" | "lines", "3-5, 9") when only passages go in
+    passages: int = 0  # how many passages the document has, when only some go in
+
+    @property
+    def passages_left_out(self) -> int:
+        return self.passages - len(self.used or ())
 
     @property
     def left_out(self) -> bool:
@@ -111,7 +116,7 @@ def fit_documents(documents: Sequence[Document], question: str, room: int, count
         chosen = passages.select(chunks, question, budget, count)
         spent = wrapper[i] + sum(count([passages.joined(chunks, chosen)])) if chosen else 0
         fits[i] = Fit(document["name"], whole[i], share, used=chosen,
-                      where=passages.where(chunks, chosen) if chosen else None)
+                      where=passages.where(chunks, chosen) if chosen else None, passages=len(chunks))
         left -= spent
     return [fits[i] for i in range(len(documents))]
 

@@ -186,15 +186,60 @@ def test_document_larger_than_the_context_is_answered_from_its_passages(open_pag
     send(page, "What is the reset password for the blue pump?")
     prompt, *_ = wait_stats(page, 1, timeout=120)
     line = next(n for n in notices(page) if n.startswith("manual.txt is"))
-    found = re.fullmatch(r"manual\.txt is ([\d,]+) tokens, more than the ([\d,]+) tokens of room left in the context: "
-                         r"the passages most relevant to your question are used \(lines (.+)\)\.", line)
-    assert found, line
-    tokens, room = (int(found[i].replace(",", "")) for i in (1, 2))
+    tokens, room, used, total, spans, left = passages_line(line, "manual.txt")
     assert tokens > 4096 > room and int(prompt) <= 4096
-    spans = [tuple(map(int, s.split("-"))) if "-" in s else (int(s), int(s)) for s in found[3].split(", ")]
+    assert 0 < used < total and left == total - used  # how many passages went in, and how many did not
     assert any(a <= 1200 <= b for a, b in spans), spans  # the line with the answer was among those used
     # The passages keep to the room they were given: the answer's length is not cut to make them fit.
     assert not [n for n in notices(page) if n.startswith("Answer length capped")], notices(page)
+
+
+PASSAGES_LINE = re.compile(r"(.+) is ([\d,]+) tokens, more than the ([\d,]+) tokens of room left in the context: "
+                           r"the (\d+) of its (\d+) passages most relevant to your question are used \(lines (.+)\); "
+                           r"(\d+) are left out\. A later question gets the passages for itself\.")
+
+
+def passages_line(line: str, name: str) -> tuple[int, int, int, int, list[tuple[int, int]], int]:
+    """A passages notice's numbers: tokens, room, passages used, passages in all, line spans used, left out."""
+    found = PASSAGES_LINE.fullmatch(line)
+    assert found and found[1] == name, line
+    spans = [tuple(map(int, s.split("-"))) if "-" in s else (int(s), int(s)) for s in found[6].split(", ")]
+    return (int(found[2].replace(",", "")), int(found[3].replace(",", "")), int(found[4]), int(found[5]), spans,
+            int(found[7]))
+
+
+def test_a_follow_up_question_gets_the_passages_for_itself(open_page, served, template, tmp_path):
+    """Issue 35 item 5: a follow-up question about another part of a document sent in part was answered from the
+    first question's passages. Now it gets its own: the notice names them, they are kept with its message, and the
+    engine's prompt is that turn with them (the first turn, with its own passages, no longer fits beside it)."""
+    big = tmp_path / "pump-guide.txt"
+    lines = [f"Section {n}: the pump runs on a regular schedule and needs oil every week." for n in range(1, 1601)]
+    lines[1199] = "Warning: the reset password for the blue pump is ORCHID-42."
+    lines[199] = "Torque: the green valve's bolts are tightened to 35 newton metres."
+    big.write_text("\n".join(lines))
+    page = open_page()
+    attach(page, big)
+    send(page, "What is the reset password for the blue pump?")
+    wait_stats(page, 1, timeout=120)
+    first = passages_line(next(n for n in notices(page) if n.startswith("pump-guide.txt is")), "pump-guide.txt")
+    assert not any(a <= 200 <= b for a, b in first[4]), first  # the torque line was not among the first passages
+    before = prompt_tokens(served.app)
+    send(page, "What torque are the green valve's bolts tightened to?")
+    prompt, *_ = wait_stats(page, 2, timeout=120)
+    lines_now = [n for n in notices(page) if n.startswith("pump-guide.txt is")]
+    assert len(lines_now) == 2, lines_now
+    second = passages_line(lines_now[1], "pump-guide.txt")
+    assert any(a <= 200 <= b for a, b in second[4]), second  # this question's passages hold its answer
+    # Kept with the second message: only the passages it was given, not the whole file again.
+    thread = thread_id_of(page, "What is the reset password")
+    stored = documents_stored(served.data / "chats.db", thread)
+    kept = stored[1]
+    assert len(kept) == 1 and kept[0]["passages_of"] and "35 newton metres" in kept[0]["text"]
+    assert len(kept[0]["text"]) < big.stat().st_size // 4 and "ORCHID-42" in stored[0][0]["text"]
+    # The engine read the second turn with those passages.
+    expected = len(template.encode([{"role": "user", "content": render_turn(
+        "What torque are the green valve's bolts tightened to?", kept)}]))
+    assert int(prompt) == expected and prompt_tokens(served.app) - before == expected
 
 
 def test_a_document_left_out_of_a_later_prompt_is_named(open_page, served, template, tmp_path):

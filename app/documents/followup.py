@@ -1,0 +1,44 @@
+"""A later question about a document that was sent only in part gets the passages for its own question.
+
+A document larger than the room is sent as the passages most relevant to the question it came with (prompt.py).
+Later turns render that turn as the model saw it, so a follow-up question about another part of the document
+(the 17-page PDF's "magic priority", then "what do indent, range-length and word-size default to") was answered
+from the first question's passages, and nothing said so (issue 35 item 5). Now each new question also has the
+chat's partly-sent documents fitted for itself, sent with its own turn; what it was given is kept with its message
+as that text (the chosen passages, not the whole document again: a large file is kept once, with the message it
+came with).
+"""
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from app.documents import passages
+from app.documents.prompt import Document, Fit
+
+# A document entry that holds only the passages one question was given of a document an earlier turn carried.
+PASSAGES_OF = "passages_of"
+
+
+def partly_sent(earlier_turns: Iterable[Sequence[Document]]) -> list[Document]:
+    """The documents earlier turns sent only in part (passages, or left out), each once, as entries to fit again
+    for a new question. Entries that are themselves one question's passages are not documents of their own."""
+    found: dict[tuple[str, str], Document] = {}
+    for documents in earlier_turns:
+        for document in documents:
+            if document.get(PASSAGES_OF) or document.get("used") is None:
+                continue
+            whole = {k: v for k, v in document.items() if k != "used"}
+            found.setdefault((whole["name"], whole["text"]), {**whole, PASSAGES_OF: True})
+    return list(found.values())
+
+
+def as_sent(document: Document, fit: Fit) -> Document:
+    """What one question was given of an earlier turn's document, as the entry kept with its message: the chosen
+    passages as its text (rendered whole from then on), or nothing (``used`` []) when no room was left."""
+    if not document.get(PASSAGES_OF) or fit.used is None:
+        return document
+    kept = {k: v for k, v in document.items() if k not in ("used", "page_starts")}
+    if not fit.used:
+        return {**kept, "text": "", "used": []}
+    chunks = passages.chunk(document.get("text", ""), document.get("page_starts"))
+    return {**kept, "text": passages.joined(chunks, fit.used)}
