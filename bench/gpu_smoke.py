@@ -1,11 +1,13 @@
 """GPU smoke run: `python launch.py` with the default flags starts the compiled engine, on a new machine's first
 launch (every cache cold) and warm.
 
-    python -m bench.gpu_smoke [--model DIR] [--out DIR] [--first-launches 3]
+    python -m bench.gpu_smoke [--model DIR] [--out DIR] [--first-launches 3] [--flashinfer-cold 1]
 
 Builds the full-size random ERNIE (tests/tiny_model.py --full-size) unless --model names one, then launches the
 app as a user does: --first-launches times with every cache a first launch lacks removed (vLLM's: torch.compile
-and FlashInfer autotune; torch inductor's, Triton's, FlashInfer's JIT, CUDA's), then once with them warm. Each
+and FlashInfer autotune; torch inductor's, Triton's, FlashInfer's JIT, CUDA's), --flashinfer-cold times with
+only FlashInfer's JIT cache removed (the kernels both engines waited 80-100 s for on a new H100, before the
+starting engine sampled with PyTorch: its head start must show there), then once with them warm. Each
 launch must: become ready; reach ``speed: full`` in /readyz (the compiled engine took over from the eager starting
 engine, on its first try); decode at least 3x faster there than on the starting engine (one 256-token greedy
 answer on each, through /v1); write no ERROR line to its log; exit within 5 s of Ctrl-C (SIGINT) and leave no
@@ -38,29 +40,37 @@ MAX_EXIT_SECONDS = 5.0
 ERROR_LINE = re.compile(r"\bERROR\b")
 
 
+def _cache_home() -> Path:
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+
+
+def flashinfer_cache() -> Path:
+    """FlashInfer's JIT-built kernels: its top-p/top-k sampler is the build both engines waited for on a new H100."""
+    return Path(os.environ.get("FLASHINFER_WORKSPACE_BASE") or _cache_home()) / "flashinfer"
+
+
 def first_launch_caches() -> list[Path]:
     """What a first launch on a new machine lacks, where each library keeps it (their defaults, or their variables)."""
-    home, cache = Path.home(), Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    home, cache = Path.home(), _cache_home()
     user = os.environ.get("USER") or "root"
     return [Path(os.environ.get("VLLM_CACHE_ROOT") or cache / "vllm"),  # torch.compile, FlashInfer autotune, model info
             Path(os.environ.get("TORCHINDUCTOR_CACHE_DIR") or f"/tmp/torchinductor_{user}"),
             Path(os.environ.get("TRITON_CACHE_DIR") or home / ".triton"),
-            Path(os.environ.get("FLASHINFER_WORKSPACE_BASE") or cache) / "flashinfer",
-            home / ".nv" / "ComputeCache", cache / "torch_extensions", cache / "torch"]
+            flashinfer_cache(), home / ".nv" / "ComputeCache", cache / "torch_extensions", cache / "torch"]
 
 
-def remove_first_launch_caches() -> list[str]:
+def remove_caches(paths: list[Path]) -> list[str]:
     """Remove them; the ones that were there."""
-    removed = [str(path) for path in first_launch_caches() if path.exists()]
-    for path in first_launch_caches():
+    removed = [str(path) for path in paths if path.exists()]
+    for path in paths:
         shutil.rmtree(path, ignore_errors=True)
     return removed
 
 
 def cache_folders() -> list[str]:
     """Every folder under ~/.cache and the others above, to find caches this list does not know yet."""
-    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    found = {str(p) for p in cache.glob("*") if p.is_dir()} | {str(p) for p in first_launch_caches() if p.exists()}
+    found = {str(p) for p in _cache_home().glob("*") if p.is_dir()}
+    found |= {str(p) for p in first_launch_caches() if p.exists()}
     return sorted(found)
 
 
@@ -177,6 +187,9 @@ def main() -> int:
     parser.add_argument("--timeout", type=float, default=300, help="seconds to wait for ready, and for full speed")
     parser.add_argument("--first-launches", type=int, default=3,
                         help="launches with every cache a new machine lacks removed, before the warm one")
+    parser.add_argument("--flashinfer-cold", type=int, default=1,
+                        help="then launches with only FlashInfer's JIT cache removed: the starting engine must not "
+                             "wait for the kernels the full-speed engine builds")
     args = parser.parse_args()
     model, out = Path(args.model), Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -189,13 +202,15 @@ def main() -> int:
     def save() -> None:
         (out / "gpu_smoke.json").write_text(json.dumps({"stack": heading, "runs": runs}, indent=1, ensure_ascii=False))
 
-    launches = [f"first launch {n}" for n in range(1, args.first_launches + 1)] + ["warm"]
-    for name in launches:
+    launches = {f"first launch {n}": first_launch_caches() for n in range(1, args.first_launches + 1)}
+    launches.update({f"flashinfer cold {n}": [flashinfer_cache()] for n in range(1, args.flashinfer_cold + 1)})
+    launches["warm"] = []
+    for name, caches in launches.items():
         folder = work / name.replace(" ", "-")
-        removed = remove_first_launch_caches() if name != "warm" else []
+        removed = remove_caches(caches)
         os.environ["ERNIE_FORK_TRACE"] = str(folder / "forks.txt")
         folder.mkdir(parents=True, exist_ok=True)
-        run = one_run(str(model), folder, None, name != "warm", 256, args.timeout)
+        run = one_run(str(model), folder, None, name.startswith("first launch"), 256, args.timeout)
         run.update(cache=name, caches_removed=removed, cache_folders_after=cache_folders(),
                    forks=forks_of(folder / "forks.txt", run["pid"]))
         run["checks"] = checks(run, folder / "llm.log")
