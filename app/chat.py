@@ -43,7 +43,7 @@ from app.conversation import (
     stats_line_values,
 )
 from app.documents.attach import configure_uploads, read_documents, relink_resumed_files
-from app.documents.followup import PASSAGES_OF, as_sent, partly_sent
+from app.documents.followup import PASSAGES_OF, as_sent, needing_passages
 from app.documents.prompt import DOCUMENTS, Fit, apply, documents_of, fit_documents, render_turn
 from app.engine_protocol import Sampling
 from app.engine_status import EngineState
@@ -178,7 +178,8 @@ async def answer(rt: Runtime, message: cl.Message, continuing: Optional[cl.Messa
     template = ChatTemplate(rt.tokenizer)
     max_tokens = int(sampling.values["max_tokens"])
     if continuing is None and not any(d.get(PASSAGES_OF) for d in documents):  # not fitted for it yet
-        documents = documents + partly_sent(documents_of(m.metadata) for m in earlier_user_messages(message))
+        earlier = [documents_of(m.metadata) for m in earlier_user_messages(message)]
+        documents = documents + await asyncio.to_thread(needing_passages, earlier, text)
     if documents and continuing is None:  # an answer continued keeps the passages its question was fitted with
         documents = await _fit_documents(rt, message, documents, system_prompt, text, max_tokens, template)
     so_far = answer_text(continuing) if continuing is not None else ""

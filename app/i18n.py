@@ -129,7 +129,7 @@ STRINGS: dict[str, dict[str, str]] = {
         "doc_truncated": "{name} has more than {limit:,} characters of text; only the first {limit:,} are read.",
         "doc_passages": "{name} is {tokens:,} tokens, more than the {room:,} tokens of room left in the context: "
                         "the {used} of its {total} passages most relevant to your question are used ({where_kind} "
-                        "{where}); {left} are left out. A later question gets the passages for itself.",
+                        "{where}); {left} are left out. A later question about another part gets its own.",
         "doc_left_out": "{name} is {tokens:,} tokens, and the context has only {room:,} tokens of room left: "
                         "it was left out of this answer.",
         "doc_where_pages": "pages",
@@ -241,7 +241,7 @@ STRINGS: dict[str, dict[str, str]] = {
         "doc_truncated": "{name} 的文字超过 {limit:,} 个字符；只读取前 {limit:,} 个。",
         "doc_passages": "{name} 有 {tokens:,} 个 token，超过上下文剩余的 {room:,} 个 token："
                         "已选用其 {total} 个段落中与你的问题最相关的 {used} 个（{where_kind} {where}），"
-                        "其余 {left} 个未包含。之后的提问会各自选取相关段落。",
+                        "其余 {left} 个未包含。之后问到其他部分时会另选相关段落。",
         "doc_left_out": "{name} 有 {tokens:,} 个 token，而上下文只剩 {room:,} 个 token：本次回答未包含该文件。",
         "doc_where_pages": "页码",
         "doc_where_lines": "行号",

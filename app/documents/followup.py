@@ -3,10 +3,10 @@
 A document larger than the room is sent as the passages most relevant to the question it came with (prompt.py).
 Later turns render that turn as the model saw it, so a follow-up question about another part of the document
 (the 17-page PDF's "magic priority", then "what do indent, range-length and word-size default to") was answered
-from the first question's passages, and nothing said so (issue 35 item 5). Now each new question also has the
-chat's partly-sent documents fitted for itself, sent with its own turn; what it was given is kept with its message
-as that text (the chosen passages, not the whole document again: a large file is kept once, with the message it
-came with).
+from the first question's passages, and nothing said so (issue 35 item 5). Now a new question whose most relevant
+passage of such a document was not sent has the document fitted again for itself, sent with its own turn; what it
+was given is kept with its message as that text (the chosen passages, not the whole document again: a large file
+is kept once, with the message it came with). A question the chat's passages already answer adds nothing.
 """
 from __future__ import annotations
 
@@ -19,17 +19,26 @@ from app.documents.prompt import Document, Fit
 PASSAGES_OF = "passages_of"
 
 
-def partly_sent(earlier_turns: Iterable[Sequence[Document]]) -> list[Document]:
-    """The documents earlier turns sent only in part (passages, or left out), each once, as entries to fit again
-    for a new question. Entries that are themselves one question's passages are not documents of their own."""
+def needing_passages(earlier_turns: Iterable[Sequence[Document]], question: str) -> list[Document]:
+    """The documents earlier turns sent only in part whose passage most relevant to ``question`` was not sent, each
+    once, as entries to fit again for it. A question no passage matches ("thanks!"), or whose best passage the chat
+    already carries, adds nothing: its prompt stays as short as before. Entries that are themselves one question's
+    passages are not documents of their own. Runs off the event loop (it indexes each document's passages)."""
+    sent: dict[tuple[str, str], set[int]] = {}
     found: dict[tuple[str, str], Document] = {}
     for documents in earlier_turns:
         for document in documents:
             if document.get(PASSAGES_OF) or document.get("used") is None:
                 continue
-            whole = {k: v for k, v in document.items() if k != "used"}
-            found.setdefault((whole["name"], whole["text"]), {**whole, PASSAGES_OF: True})
-    return list(found.values())
+            key = (document["name"], document["text"])
+            sent.setdefault(key, set()).update(document["used"])
+            found.setdefault(key, {**{k: v for k, v in document.items() if k != "used"}, PASSAGES_OF: True})
+    needed = []
+    for key, document in found.items():
+        best = passages.rank(passages.chunk(document["text"], document.get("page_starts")), question)[:1]
+        if best and best[0] not in sent[key]:
+            needed.append(document)
+    return needed
 
 
 def as_sent(document: Document, fit: Fit) -> Document:

@@ -196,7 +196,7 @@ def test_document_larger_than_the_context_is_answered_from_its_passages(open_pag
 
 PASSAGES_LINE = re.compile(r"(.+) is ([\d,]+) tokens, more than the ([\d,]+) tokens of room left in the context: "
                            r"the (\d+) of its (\d+) passages most relevant to your question are used \(lines (.+)\); "
-                           r"(\d+) are left out\. A later question gets the passages for itself\.")
+                           r"(\d+) are left out\. A later question about another part gets its own\.")
 
 
 def passages_line(line: str, name: str) -> tuple[int, int, int, int, list[tuple[int, int]], int]:
