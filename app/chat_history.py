@@ -26,7 +26,7 @@ from app.errors import AuthenticationError, ErnieChatError, NotFoundError, error
 from app.guards.identity import LoginMode
 from app.guards.local_user import install_local_user
 from app.history import HistoryStore, locate, prepare_database
-from app.history.transfer import file_name, thread_for_export, to_json, to_markdown
+from app.history.export import file_name, thread_for_export, to_json, to_markdown
 
 log = logging.getLogger("ernie_chat.history")
 

@@ -1,5 +1,6 @@
 """Chats that last (the README's "Chats that last"): the database (database.py), its schema (schema.py),
-the one writer (writer.py), Chainlit's data layer over them (data_layer.py), export and import (transfer.py).
+the one writer (writer.py), Chainlit's data layer over them (data_layer.py), export and import (export.py,
+restore.py; their commands in transfer.py).
 
 ``HistoryStore`` is what the running app holds: ``write_failing`` is True while chats are not being saved
 (read-only file, full disk, database gone), for /readyz and the page.

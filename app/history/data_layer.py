@@ -18,7 +18,7 @@ import json
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any, Optional
 
 from chainlit.data.base import BaseDataLayer
@@ -145,9 +145,42 @@ class HistoryDataLayer(BaseDataLayer):
         self._position = max(self._position + 1, time.time_ns() // 1000)
         return self._position
 
-    def next_position(self) -> int:
-        """The next message's place in the arrival order (for writes made outside this layer, e.g. an import)."""
-        return self._next_position()
+    # -- a whole chat from a file (app/history/restore.py), inside the writer's transaction ----------------------
+    async def chat_owner(self, conn: AsyncConnection, thread_id: str) -> Optional[str]:
+        """Whose the chat with this id is ("" when nobody's); None when there is no such chat."""
+        row = (await conn.execute(select(threads.c.user_identifier).where(threads.c.id == thread_id))).first()
+        return None if row is None else row.user_identifier or ""
+
+    async def taken_ids(self, conn: AsyncConnection, kind: str, ids: list[str]) -> set[str]:
+        """Which of these message (``kind`` "steps") or element ("elements") ids the database already holds, asked
+        in slices: SQLite bounds a statement's parameters."""
+        column = {"steps": steps.c.id, "elements": elements.c.id}[kind]
+        found: set[str] = set()
+        for start in range(0, len(ids), 500):
+            found.update((await conn.execute(select(column).where(column.in_(ids[start:start + 500])))).scalars())
+        return found
+
+    async def insert_chat(self, conn: AsyncConnection, chat: dict[str, Any], user_id: Optional[str], batch: int,
+                          between: Callable[[int, int], None]) -> int:
+        """Insert a chat read from a file, its ids its own already (no clash): the chat, its messages ``batch``
+        per statement, its elements. ``between(written, total)`` runs before each batch and once at the end (it
+        may raise to roll the whole chat back). Returns the messages stored, counted, not what the file held."""
+        await conn.execute(threads.insert().values(
+            id=chat["id"], name=chat.get("name"), user_id=user_id, user_identifier=chat.get("user"),
+            tags=_dumps(chat["tags"]), metadata=_dumps(chat["metadata"]),
+            created_at=chat["created_at"], updated_at=chat["updated_at"]))
+        rows = [{"id": step["id"], "position": self._next_position(),
+                 **step_values({k: v for k, v in step.items() if k != "feedback"}, chat["id"])}
+                for step in chat["steps"]]
+        for start in range(0, len(rows), batch):
+            between(start, len(rows))
+            await conn.execute(steps.insert(), rows[start:start + batch])
+        for element in chat["elements"]:
+            await conn.execute(elements.insert().values(id=element["id"], thread_id=chat["id"],
+                                                        for_id=element.get("forId"), data=_dumps(element)))
+        between(len(rows), len(rows))
+        return (await conn.execute(select(func.count()).select_from(steps)
+                                   .where(steps.c.thread_id == chat["id"]))).scalar_one()
 
     # -- users -----------------------------------------------------------------------------------
     @contextlib.asynccontextmanager

@@ -1,5 +1,5 @@
 """Chat files that ``python launch.py import`` reads: ours and other apps', each into one shape, our own export's
-(app/history/transfer.py ``to_json``, ``steps`` included), which ``transfer.import_chat`` stores.
+(app/history/export.py ``to_json``, ``steps`` included), which ``restore.import_chat`` stores.
 
 ``read_chat_file`` checks a file's size (from stat) and its nesting (a streaming scan) before parsing it, finds
 its format, and reads each chat in it on its own, so that one bad chat is refused and the others still go in.

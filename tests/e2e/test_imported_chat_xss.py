@@ -52,7 +52,7 @@ def payloads(outside: str) -> tuple[str, str]:
 
 
 def export_file(folder, thread_id: str, question: str, answer: str):
-    """The chat as `launch.py export --format json` writes it (app/history/transfer.py), owned by the page's
+    """The chat as `launch.py export --format json` writes it (app/history/export.py), owned by the page's
     local user; its steps shaped as Chainlit stores them."""
     steps = []
     for n, (kind, name, text, meta) in enumerate([("user_message", "local", question, {}),

@@ -238,7 +238,7 @@ IN_THE_LOG = ["hostile-long-", "量子纠缠", "🦊", "100%_", "' OR '1'='1"]  
 
 
 def export_file(folder: Path, title: str, texts: list[str], n: int) -> Path:
-    """One chat in the format `launch.py export --format json` writes (app/history/transfer.py)."""
+    """One chat in the format `launch.py export --format json` writes (app/history/export.py)."""
     thread_id = str(uuid.uuid4())
     created = f"2026-12-0{1 + n % 9}T10:00:00.000Z"
     steps = []

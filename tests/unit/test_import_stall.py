@@ -1,5 +1,5 @@
 """Import bounds only the time the database takes nothing of a chat (not the time it is being written), and one chat
-refused for that never stops the chats after it, nor lands later (app/history/transfer.py; issue 36, N8)."""
+refused for that never stops the chats after it, nor lands later (app/history/restore.py; issue 36, N8)."""
 import asyncio
 import contextlib
 import json
@@ -7,13 +7,13 @@ import sqlite3
 import threading
 import time
 
-from app.history import transfer
+from app.history import restore
 from app.history.database import DatabaseLocation
-from app.history.transfer import ImportOwner, LazyStore, import_files
+from app.history.restore import ImportOwner, LazyStore, import_files
 
 
 def test_a_chat_the_locked_database_takes_nothing_of_is_refused_and_the_next_lands_without_it(tmp_path, monkeypatch):
-    monkeypatch.setattr(transfer, "IMPORT_STALL_S", 0.5)
+    monkeypatch.setattr(restore, "IMPORT_STALL_S", 0.5)
     path = tmp_path / "two.json"
     path.write_text(json.dumps([{"id": title, "title": title, "chat": {"messages": [
         {"role": "user", "content": f"{title} question"}, {"role": "assistant", "content": f"{title} answer"}]}}

@@ -39,7 +39,8 @@ from app.history.importers import (
     parse_limited,
     read_chat_file,
 )
-from app.history.transfer import ImportOwner, LazyStore, import_files, run_transfer
+from app.history.restore import ImportOwner, LazyStore, import_files
+from app.history.transfer import run_transfer
 from app.private_files import make_private_folder, write_private
 
 OWNER = "local"
