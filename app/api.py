@@ -14,7 +14,7 @@ import contextlib
 import json
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, Optional
 
@@ -97,7 +97,7 @@ def parse_request(body: Any, max_messages: int) -> ChatRequest:
         raise BadRequestError(f"{where}: {first['msg']}") from None
 
 
-def _allowed_range(error: dict[str, Any]) -> Optional[str]:
+def _allowed_range(error: Mapping[str, Any]) -> Optional[str]:
     """"from LOW to HIGH" for a top-level field whose value is outside its bounds (None for any other error)."""
     field = ChatRequest.model_fields.get(str(error["loc"][0])) if len(error["loc"]) == 1 else None
     if error["type"] not in _OUT_OF_RANGE or field is None:

@@ -150,7 +150,7 @@ def history_router() -> APIRouter:
             thread = await owned_chat(thread_id, user)
         except ErnieChatError as err:
             return error_response(err)
-        step = next((s for s in thread.get("steps") or [] if s.get("id") == step_id), {})
+        step: dict[str, Any] = next((dict(s) for s in thread.get("steps") or [] if s.get("id") == step_id), {})
         documents = documents_of(step.get("metadata"))
         if not 0 <= index < len(documents):
             return error_response(NotFoundError("no such document"))

@@ -9,7 +9,7 @@ import argparse
 import sys
 import types
 import typing
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NoReturn, Optional
 
@@ -123,7 +123,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _describe_error(err: dict[str, Any]) -> str:
+def _describe_error(err: Mapping[str, Any]) -> str:
     field = str(err["loc"][0]) if err.get("loc") else "?"
     value = err.get("input")
     if isinstance(value, SecretStr) or field in _SECRET_FIELDS:  # a bad secret (a token, a URL with a password)

@@ -71,6 +71,6 @@ class EngineStatus:
             out.update(speed_reason=self.speed_reason, full_speed_try=self.full_speed_try,
                        full_speed_tries=self.full_speed_tries)
         if self.starting:
-            out.update(step=int(self.step), steps=START_STEPS,
+            out.update(step=int(self.step or 0), steps=START_STEPS,
                        starting_seconds=round(time.time() - self.start_began_at, 1))
         return out

@@ -101,6 +101,7 @@ def torch_cuda_version(search_path: Optional[Sequence[str]] = None) -> Optional[
     except (OSError, SyntaxError, ValueError):
         return None
     for node in tree.body:
+        targets: list[ast.expr]
         if isinstance(node, ast.AnnAssign):
             targets = [node.target]
         elif isinstance(node, ast.Assign):

@@ -11,7 +11,7 @@ import os
 import struct
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
@@ -27,9 +27,9 @@ from app.settings import ModelSettings
 ALLOW_PATTERNS = ["*.json", "*.safetensors", "*.model", "*.jinja", "*.txt", "tokenizer*"]
 
 
-def is_offline(settings: ModelSettings, env: Optional[dict[str, str]] = None) -> bool:
-    env = os.environ if env is None else env
-    return settings.offline or env.get("HF_HUB_OFFLINE", "0").lower() in ("1", "true", "yes")
+def is_offline(settings: ModelSettings, env: Optional[Mapping[str, str]] = None) -> bool:
+    found = os.environ if env is None else env
+    return settings.offline or found.get("HF_HUB_OFFLINE", "0").lower() in ("1", "true", "yes")
 
 
 def check_model_setting(settings: ModelSettings) -> Optional[Path]:

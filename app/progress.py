@@ -53,8 +53,8 @@ class StartProgressBar:
             self._ticker = threading.Thread(target=self._tick, name="start-progress", daemon=True)
             self._ticker.start()
         # n counts finished steps: at step 3 of 4, two are done.
-        self._bar.n = int(status.step) - 1
-        self._bar.set_description_str(f"{self._verb} [{int(status.step)}/{START_STEPS}] {status.detail}",
+        self._bar.n = int(status.step or 0) - 1
+        self._bar.set_description_str(f"{self._verb} [{int(status.step or 0)}/{START_STEPS}] {status.detail}",
                                       refresh=False)
         self._bar.refresh()
 

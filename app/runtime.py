@@ -112,7 +112,8 @@ def build_runtime(settings: AppSettings, plan: EnginePlan, engine_factory: Engin
         gpu_fault_check=GpuFaultWatch(plan.gpu) if plan.gpu else None,
         log_tail=None if remote else LogTail(settings.server.log_file.resolve()),
         on_fatal=on_fatal, launched_at=launched_at, before_ready=model.wait_loaded))
-    watch = GpuMemoryWatch(lambda: gpu_memory_used(plan.gpu), gpu=str(plan.gpu.index)) if plan.gpu else None
+    gpu = plan.gpu
+    watch = GpuMemoryWatch(lambda: gpu_memory_used(gpu), gpu=str(gpu.index)) if gpu else None
     if watch:
         def note_after_load(status: EngineStatus) -> None:
             if status.state is EngineState.READY and watch.after_load is None:

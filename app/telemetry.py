@@ -9,6 +9,7 @@ import json
 import logging
 import os
 import sys
+from collections.abc import MutableMapping
 from enum import Enum
 from pathlib import Path
 from typing import Optional
@@ -112,7 +113,7 @@ class ErrorLogMiddleware:
             raise
 
 
-def route_vllm_logs(log_file: Path, console_level: Optional[str], env: dict[str, str]) -> bool:
+def route_vllm_logs(log_file: Path, console_level: Optional[str], env: MutableMapping[str, str]) -> bool:
     """Have every vLLM process (this one, the engine core, its workers) log to our file as well.
 
     vLLM configures its logger at import, in each process, from VLLM_LOGGING_CONFIG_PATH; the engine

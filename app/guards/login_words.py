@@ -8,6 +8,7 @@ the line in the form itself comes from .chainlit/translations (``auth.login.erro
 from __future__ import annotations
 
 import json
+from typing import Optional
 
 from starlette.datastructures import Headers
 
@@ -27,7 +28,7 @@ class LoginWords:
             await self.app(scope, receive, send)
             return
         language = Headers(scope=scope).get("accept-language", "").split(",")[0].strip()
-        held: list[dict] = []  # the 401's start, held until its body is replaced (the length changes)
+        held: list[Optional[dict]] = []  # the 401's start, held until its body is replaced (the length changes)
 
         async def reword(message) -> None:
             if message["type"] == "http.response.start" and message["status"] == 401:

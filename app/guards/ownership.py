@@ -21,7 +21,8 @@ def _ids(body: dict[str, Any], method: str) -> tuple[tuple[str, ...], tuple[str,
     """(message ids, feedback ids) a /feedback body would change."""
     if method == "DELETE":
         return (), (str(body.get("feedbackId", "")),)
-    feedback = body.get("feedback") if isinstance(body.get("feedback"), dict) else {}
+    found = body.get("feedback")
+    feedback: dict[str, Any] = found if isinstance(found, dict) else {}
     return (str(feedback.get("forId", "")),), ((str(feedback["id"]),) if feedback.get("id") else ())
 
 

@@ -56,10 +56,10 @@ class Given:
 async def holdings(layer: HistoryDataLayer) -> dict[str, Holdings]:
     """Every name that owns a chat or a preset, with how many of each."""
     async with layer.reading() as conn:
-        chats = dict((await conn.execute(select(threads.c.user_identifier, func.count())
+        chats: dict[str, int] = dict((await conn.execute(select(threads.c.user_identifier, func.count())
                                          .where(threads.c.user_identifier.is_not(None))
                                          .group_by(threads.c.user_identifier))).all())
-        saved = dict((await conn.execute(select(presets.c.user_identifier, func.count())
+        saved: dict[str, int] = dict((await conn.execute(select(presets.c.user_identifier, func.count())
                                          .group_by(presets.c.user_identifier))).all())
     return {name: Holdings(chats.get(name, 0), saved.get(name, 0)) for name in sorted({*chats, *saved})}
 
