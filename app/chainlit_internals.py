@@ -268,6 +268,48 @@ def check_chat_socket_events(allowed: Callable[[str], bool]) -> None:
 _SOCKET_EVENT_CHECK: list[Callable[[str], bool]] = [lambda sid: True]
 
 
+# ----- another user's chat, opened by its address --------------------------------------------------------------
+REFUSED_CHAT = "refused_chat"  # in Chainlit's user session: the id of another user's chat this page asked for
+
+
+def open_refused_chats_as_new() -> None:
+    """Chainlit refuses a chat socket that asks for another user's chat (``/thread/<id>``: connect raises
+    ConnectionRefusedError "authorization failed"), and its page then shows "Could not reach the server" with the
+    composer off until a reload (issue 35 item 7). Connect such a socket again without the chat: Chainlit's own
+    check has refused the chat (nothing of it is loaded), and the page gets a new chat of the user's own, whose
+    user session holds ``REFUSED_CHAT``. A socket refused for anything else (its login) is refused again."""
+    import chainlit.socket  # noqa: F401 - registers Chainlit's handlers on its server
+    from chainlit.server import sio
+    from chainlit.user_session import user_sessions
+
+    handlers = sio.handlers["/"]
+    connect = handlers["connect"]
+    if getattr(connect, _GATED, False):
+        return
+
+    async def connect_or_open_new(sid: str, environ: dict, auth: Any) -> Any:
+        try:
+            return await connect(sid, environ, auth)
+        except ConnectionRefusedError:
+            if not (isinstance(auth, dict) and auth.get("threadId")):
+                raise
+            accepted = await connect(sid, environ, {**auth, "threadId": None})  # raises again if the login is refused
+            user_sessions.setdefault(auth["sessionId"], {})[REFUSED_CHAT] = auth["threadId"]
+            return accepted
+
+    setattr(connect_or_open_new, _GATED, True)
+    handlers["connect"] = connect_or_open_new
+
+
+async def leave_refused_chat(line: str) -> None:
+    """Take the page away from the refused chat's address: Chainlit's page answers "resume_thread_error" with a
+    toast ("Couldn't resume chat: " + ``line``) and a move to "/", where the new chat's composer works. Without it
+    the page waits for that chat forever (a spinner, no composer)."""
+    import chainlit as cl
+
+    await cl.context.emitter.send_resume_thread_error(line)
+
+
 # ----- which login Chainlit offers ------------------------------------------------------------------------------
 _LOGIN_CALLBACKS: dict[str, Any] = {}  # the callbacks the app registered, kept while Chainlit is told to hide one
 
