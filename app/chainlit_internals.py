@@ -23,6 +23,8 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any, Optional
 
 if TYPE_CHECKING:
+    import asyncio
+
     from starlette.requests import Request
     from starlette.responses import Response
 
@@ -152,6 +154,27 @@ def forget_chat_contexts_of_closed_sessions() -> int:
     for session_id in gone:
         chat_contexts.pop(session_id, None)
     return len(gone)
+
+
+_ANSWER_TASKS = "__ernie_chat_answer_tasks__"  # an attribute of Chainlit's session object (see answer_tasks)
+
+
+def answer_tasks() -> set[asyncio.Task]:
+    """This chat tab's answers, running or queued: the per-chat limit counts them, and a closed page cancels them
+    (on SIGTERM too: the server closes every page). Kept on Chainlit's session object, not in ``cl.user_session``:
+    Chainlit replaces a session's whole user-session dict with the chat's stored metadata when it resumes a chat
+    (socket.py ``resume_thread``), and a page's "connection_successful" can resume the chat its first message has
+    just stored. The set was then lost while its answers ran; on SIGTERM the page's close cancelled none of them,
+    they ran on past the engine's shutdown and reached their cut save 6 s later, after the chat database had
+    closed (issue 35)."""
+    import chainlit as cl
+
+    session = cl.context.session
+    tasks = getattr(session, _ANSWER_TASKS, None)
+    if tasks is None:
+        tasks = set()
+        setattr(session, _ANSWER_TASKS, tasks)
+    return tasks
 
 
 def make_stoppable(task: Any) -> None:

@@ -24,6 +24,7 @@ from chainlit.input_widget import Slider, TextInput
 from app.branding import APP_NAME
 from app.chainlit_internals import (
     REFUSED_CHAT,
+    answer_tasks,
     delete_session_files,
     follow_login_mode,
     forget_chat_contexts_of_closed_sessions,
@@ -84,6 +85,14 @@ def _language() -> str:
 # Whether the chat already says this answer was stopped (under the answer so far): set in the answer's own task,
 # read by _run_tracked, which says it for a stop that came before any of the answer (issue 35 item 11).
 _STOP_MARKED: contextvars.ContextVar[bool] = contextvars.ContextVar("stop_marked", default=False)
+STOPPED, CUT = "stopped", "cut"  # why an answer was cancelled (cancel_cause)
+
+
+def cancel_cause(rt: Runtime) -> str:
+    """Why an answer's task was cancelled: CUT by the app's own stop (Ctrl-C, SIGTERM: ``rt.stopping``), whose cut
+    answer is kept as "interrupted" and never said to be the user's doing (issue 36, N13); else STOPPED, by the
+    page (its Stop, or the page closed), which the "stopped by you" line says."""
+    return CUT if rt.stopping else STOPPED
 
 
 def stopped_line(language: str) -> str:
@@ -296,17 +305,17 @@ async def _stream_answer(rt: Runtime, language: str, token_ids: list[int], sampl
         if pending:
             await _stream_piece(reply, "".join(pending), parts, nesting, replace_reading)
     except asyncio.CancelledError:
-        outcome = "cut" if rt.stopping else "stopped"  # the app's Ctrl-C or SIGTERM is not the user's Stop
+        outcome = cancel_cause(rt)
         raise
     except EngineUnavailable as err:  # the engine died, or is restarting
-        outcome = "cut" if rt.stopping else "died"  # or was shut down with the app: nothing restarts
+        outcome = CUT if rt.stopping else "died"  # or was shut down with the app: nothing restarts
         if outcome == "died":
             await notice(t(language, "engine_died", detail=str(err)))
     except RequestRefused as err:
         outcome = "refused"
         await notice(t(language, "refused", detail=str(err)))
     finally:
-        if outcome == "cut" and parts:  # queued first: nothing below may wait or be cancelled before it
+        if outcome == CUT and parts:  # queued first: nothing below may wait or be cancelled before it
             await _keep_cut_answer(reply, "".join(parts), saving)
         reading_shown = await reading.stop()
         if saving is not None and not saving.done():
@@ -332,13 +341,13 @@ async def _stream_answer(rt: Runtime, language: str, token_ids: list[int], sampl
         elif parts:
             # Stopped or cut off: the answer so far stays in the chat (and in the next prompt); a stopped one
             # says so under it (the footer is never part of a prompt).
-            if outcome == "stopped":
+            if outcome == STOPPED:
                 reply.content, footer = _with_footer("".join(parts), "\n\n" + stopped_line(language))
                 reply.metadata = {"kind": KIND_ANSWER, "footer": footer}
                 _STOP_MARKED.set(True)
             await reply.update()
         elif reading_shown:  # ended while the engine read the prompt: the reading line goes
-            if outcome == "stopped":  # it becomes the stopped line (a notice: never part of a prompt)
+            if outcome == STOPPED:  # it becomes the stopped line (a notice: never part of a prompt)
                 reply.content = stopped_line(language)
                 reply.metadata = {"kind": KIND_NOTICE}
                 await reply.update()
@@ -512,22 +521,20 @@ async def _run_tracked(work: Coroutine[Any, Any, None]) -> None:
     # Chainlit's edit path (and an action) does not register its task, so Stop found nothing to cancel.
     task = asyncio.current_task()
     make_stoppable(task)
-    running = cl.user_session.get("answer_tasks")
-    if not isinstance(running, set):  # none yet, or a resumed chat's stored session said something else
-        running = set()
+    running = answer_tasks()
     if len(running) >= MAX_ANSWERS_PER_CHAT:
         work.close()
         await notice(t(_language(), "too_many_waiting", limit=MAX_ANSWERS_PER_CHAT))
         return
     running.add(task)
-    cl.user_session.set("answer_tasks", running)
     _STOP_MARKED.set(False)
     try:
         await work
     except asyncio.CancelledError:
         # Stopped before the answer's first word (its files being read, the engine reading the prompt): the chat
         # said nothing, as if the question had been dropped. The line says it, in the page and in the history.
-        if not _STOP_MARKED.get():
+        # Cut by the app's shutdown: no line (nobody stopped it; what was shown is kept, see _keep_cut_answer).
+        if cancel_cause(current_runtime()) == STOPPED and not _STOP_MARKED.get():
             await notice(stopped_line(_language()))
         raise
     finally:
@@ -659,7 +666,7 @@ def install() -> None:
     @cl.on_chat_end
     async def on_chat_end() -> None:
         # The page went away: stop its answers, running or queued; nobody is left to read them.
-        for task in list(cl.user_session.get("answer_tasks") or ()):
+        for task in list(answer_tasks()):
             task.cancel()
         task = cl.user_session.get("status_task")
         if task:

@@ -263,3 +263,20 @@ def test_a_socket_refused_for_another_users_chat_connects_again_as_a_new_chat(mo
         assert chainlit_internals.REFUSED_CHAT not in user_sessions.get("own-tab", {})
     finally:
         user_sessions.pop("bobs-tab", None)
+
+
+def test_answer_tasks_live_on_the_session_object_which_chainlits_resume_leaves_in_place(monkeypatch):
+    """Chainlit replaces a session's whole user-session dict when it resumes a chat; the answers being tracked must
+    not go with it (on SIGTERM a closed page then cancelled none of them, issue 35)."""
+    import inspect
+
+    import chainlit as cl
+    import chainlit.socket
+
+    assert "user_sessions[session.id] = metadata.copy()" in inspect.getsource(chainlit.socket.resume_thread)
+    session = type("Session", (), {})()
+    monkeypatch.setattr(cl, "context", type("Context", (), {"session": session})())
+    tasks = chainlit_internals.answer_tasks()
+    tasks.add("an answer")
+    assert chainlit_internals.answer_tasks() is tasks
+    assert tasks == {"an answer"}
