@@ -28,6 +28,8 @@ if TYPE_CHECKING:
     from starlette.requests import Request
     from starlette.responses import Response
 
+# Chainlit's route for the files of a session: a file attached to a message (POST), an element's content (GET).
+CHAINLIT_FILE_ROUTE = "/project/file"
 _WRAPPED = "__ernie_chat_pickle_safe__"  # marks a wrapper, so a second call leaves it as it is
 
 
@@ -373,3 +375,10 @@ def thread_sharing_allowed() -> bool:
     from chainlit.config import config
 
     return bool(getattr(config.features, "allow_thread_sharing", False))
+
+
+def element_file_url(root_path: str, chainlit_key: str, session_id: str) -> str:
+    """Where the page reads a session element's content: the URL its ``element`` event handler builds from the
+    element's ``chainlitKey`` (``getElementUrl``). The page builds none for the elements of a chat it is sent
+    whole (``resume_thread``), so an element added to such a chat carries it."""
+    return f"{root_path}{CHAINLIT_FILE_ROUTE}/{chainlit_key}?session_id={session_id}"

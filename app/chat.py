@@ -59,7 +59,13 @@ from app.preset_commands import is_preset_command, offer_presets, run_preset_com
 from app.reading_line import ReadingLine
 from app.runtime import Runtime, current_runtime
 from app.settings import SAMPLING_BOUNDS
-from app.status_panel import SHOW_STATUS_MESSAGE, engine_state_text, keep_status_fresh, show_status
+from app.status_panel import (
+    SHOW_STATUS_MESSAGE,
+    engine_state_text,
+    keep_status_fresh,
+    show_status,
+    show_status_in_resumed_chat,
+)
 
 log = logging.getLogger("ernie_chat.chat")
 WAIT_FOR_ENGINE_SECONDS = 600.0
@@ -662,6 +668,7 @@ def install() -> None:
         await _mark_interrupted(thread, _language())
         await _offer_actions_on_resume(thread, _language())
         relink_resumed_files(thread, rt.settings.server.root_path)
+        await show_status_in_resumed_chat(rt, _language(), thread)
 
     @cl.on_chat_end
     async def on_chat_end() -> None:

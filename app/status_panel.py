@@ -9,10 +9,12 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
+from typing import Any
 
 import chainlit as cl
 
 from app.branding import model_name
+from app.chainlit_internals import element_file_url
 from app.engine_status import START_STEPS, EngineStatus, Speed
 from app.history.data_layer import session_user_identifier
 from app.history.writer import SLOW_SAVE_S
@@ -95,7 +97,7 @@ def start_progress_line(status: EngineStatus, language: str) -> str:
              seconds=time.time() - status.start_began_at)
 
 
-async def show_status(rt: Runtime, language: str) -> None:
+async def show_status(rt: Runtime, language: str) -> cl.Text:
     """Draw the status panel: one side element of this chat, replaced in place (same id) on each redraw.
 
     Not ``cl.ElementSidebar``: the page clears that side view whenever its message list mounts or its elements
@@ -109,6 +111,19 @@ async def show_status(rt: Runtime, language: str) -> None:
     text = cl.Text(id=panel_id, name=t(language, "status_title"), content=status_markdown(rt, language),
                    display="side")
     await text.send(for_id="", persist=False)
+    return text
+
+
+async def show_status_in_resumed_chat(rt: Runtime, language: str, thread: dict[str, Any]) -> None:
+    """Draw the panel into a chat being reopened, so that it is there when the page shows that chat.
+
+    Chainlit calls on_chat_resume before it sends the chat to the page, and the page then replaces its whole
+    element list with the chat's saved elements: a panel drawn before that is gone, and with nothing left to
+    change in it, no redraw brings it back (a race the history browser test lost in CI). So the panel also rides
+    in the chat Chainlit is about to send."""
+    panel = (await show_status(rt, language)).to_dict()
+    panel["url"] = element_file_url(rt.settings.server.root_path, panel["chainlitKey"], cl.context.session.id)
+    thread["elements"] = [*(e for e in thread.get("elements") or () if e.get("id") != panel["id"]), panel]
 
 
 async def keep_status_fresh(rt: Runtime, language: str) -> None:

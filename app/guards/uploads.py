@@ -17,11 +17,10 @@ from dataclasses import dataclass, field
 from typing import Optional
 from urllib.parse import parse_qs
 
-from app.chainlit_internals import session_user
+from app.chainlit_internals import CHAINLIT_FILE_ROUTE, session_user
 from app.errors import BodyTooLargeError
 from app.guards.requests import local_path, send_error
 
-UPLOAD_ROUTE = "/project/file"
 MIB = 1 << 20
 
 
@@ -125,7 +124,7 @@ class UploadQuota:
 
     async def __call__(self, scope, receive, send) -> None:
         if not (scope["type"] == "http" and scope.get("method") == "POST"
-                and local_path(scope.get("path", ""), self.root_path) == UPLOAD_ROUTE):
+                and local_path(scope.get("path", ""), self.root_path) == CHAINLIT_FILE_ROUTE):
             await self.app(scope, receive, send)
             return
         session_id = (parse_qs(scope.get("query_string", b"").decode("latin-1")).get("session_id") or [""])[0]

@@ -19,6 +19,7 @@ from urllib.parse import urlsplit
 
 from starlette.datastructures import Headers
 
+from app.chainlit_internals import CHAINLIT_FILE_ROUTE
 from app.errors import (
     BadRequestError,
     BodyTooLargeError,
@@ -31,7 +32,6 @@ from app.guards.requests import CONTENT_SECURITY_POLICY, local_path, send_error
 log = logging.getLogger("ernie_chat.web_guard")
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 WILDCARD_BINDS = frozenset({"0.0.0.0", "::", ""})
-UPLOAD_PATH = "/project/file"  # Chainlit's route for a file attached to a message
 DEFAULT_PORTS = {"http": 80, "https": 443, "ws": 80, "wss": 443}
 
 
@@ -101,7 +101,7 @@ class GuardPolicy:
 
     def body_limit(self, method: str, path: str) -> tuple[int, str]:
         """The most bytes this request's body may have, and the flag that sets it."""
-        if method == "POST" and local_path(path, self.root_path) == UPLOAD_PATH:
+        if method == "POST" and local_path(path, self.root_path) == CHAINLIT_FILE_ROUTE:
             return self.max_upload_bytes, "--max-upload-mb"
         return self.max_body_bytes, "--max-body-bytes"
 

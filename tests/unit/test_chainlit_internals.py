@@ -280,3 +280,20 @@ def test_answer_tasks_live_on_the_session_object_which_chainlits_resume_leaves_i
     tasks.add("an answer")
     assert chainlit_internals.answer_tasks() is tasks
     assert tasks == {"an answer"}
+
+
+def test_an_elements_file_url_is_the_one_the_page_builds_and_chainlit_serves():
+    # The page's bundle builds `${route}/${chainlitKey}?session_id=${sessionId}` for an element event, and
+    # Chainlit's server answers GET on that route: the URL the app puts on a resumed chat's status panel.
+    from pathlib import Path
+
+    import chainlit
+    from chainlit.server import app
+
+    bundle = "".join(p.read_text(encoding="utf-8", errors="replace")
+                     for p in (Path(chainlit.__file__).parent / "frontend" / "dist" / "assets").glob("index-*.js"))
+    route = chainlit_internals.CHAINLIT_FILE_ROUTE
+    assert f"getElementUrl(t,e){{let n=`?session_id=${{e}}`;return this.buildEndpoint(`{route}/${{t}}${{n}}`)}}" \
+        in bundle
+    assert any(getattr(r, "path", "") == route + "/{file_id}" and "GET" in r.methods for r in app.routes)
+    assert chainlit_internals.element_file_url("/chat", "k1", "s1") == "/chat/project/file/k1?session_id=s1"
