@@ -107,7 +107,10 @@ def test_a_past_chat_is_in_the_sidebar_after_a_restart_opens_and_continues(brows
     row.get_by_text("the weather in Paris").click()
     # The page's own router moves to the chat (no page load to wait for).
     page.wait_for_function(f"() => location.pathname.endsWith('/thread/{paris}')", timeout=10000)
-    page.get_by_text("the weather in Paris").last.wait_for(timeout=10000)
+    # Resumed: its question is in the chat (not only in the sidebar) and its status panel is drawn with the chat's
+    # download links (on_chat_resume). Typed before that, the page's resume emptied the box (a disabled send button).
+    page.locator('[data-step-type="user_message"]', has_text="the weather in Paris").wait_for(timeout=30000)
+    status_panel_text(page, "Markdown", timeout_ms=30000)
     send(page, "and tomorrow?")
     prompt1, answer1, _, _ = restarted["paris_stats"]
     prompt2, *_ = wait_stats(page, 2)  # the old answer's stats line is shown again, then the new one
