@@ -23,6 +23,8 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any, Optional
 
 if TYPE_CHECKING:
+    import asyncio
+
     from starlette.requests import Request
     from starlette.responses import Response
 
@@ -156,6 +158,27 @@ def forget_chat_contexts_of_closed_sessions() -> int:
     return len(gone)
 
 
+_ANSWER_TASKS = "__ernie_chat_answer_tasks__"  # an attribute of Chainlit's session object (see answer_tasks)
+
+
+def answer_tasks() -> set[asyncio.Task]:
+    """This chat tab's answers, running or queued: the per-chat limit counts them, and a closed page cancels them
+    (on SIGTERM too: the server closes every page). Kept on Chainlit's session object, not in ``cl.user_session``:
+    Chainlit replaces a session's whole user-session dict with the chat's stored metadata when it resumes a chat
+    (socket.py ``resume_thread``), and a page's "connection_successful" can resume the chat its first message has
+    just stored. The set was then lost while its answers ran; on SIGTERM the page's close cancelled none of them,
+    they ran on past the engine's shutdown and reached their cut save 6 s later, after the chat database had
+    closed (issue 35)."""
+    import chainlit as cl
+
+    session = cl.context.session
+    tasks = getattr(session, _ANSWER_TASKS, None)
+    if tasks is None:
+        tasks = set()
+        setattr(session, _ANSWER_TASKS, tasks)
+    return tasks
+
+
 def make_stoppable(task: Any) -> None:
     """Make ``task`` the one the page's Stop cancels: Chainlit registers only the task of a new message, not
     that of an edit or an action."""
@@ -268,6 +291,48 @@ def check_chat_socket_events(allowed: Callable[[str], bool]) -> None:
 
 
 _SOCKET_EVENT_CHECK: list[Callable[[str], bool]] = [lambda sid: True]
+
+
+# ----- another user's chat, opened by its address --------------------------------------------------------------
+REFUSED_CHAT = "refused_chat"  # in Chainlit's user session: the id of another user's chat this page asked for
+
+
+def open_refused_chats_as_new() -> None:
+    """Chainlit refuses a chat socket that asks for another user's chat (``/thread/<id>``: connect raises
+    ConnectionRefusedError "authorization failed"), and its page then shows "Could not reach the server" with the
+    composer off until a reload (issue 35 item 7). Connect such a socket again without the chat: Chainlit's own
+    check has refused the chat (nothing of it is loaded), and the page gets a new chat of the user's own, whose
+    user session holds ``REFUSED_CHAT``. A socket refused for anything else (its login) is refused again."""
+    import chainlit.socket  # noqa: F401 - registers Chainlit's handlers on its server
+    from chainlit.server import sio
+    from chainlit.user_session import user_sessions
+
+    handlers = sio.handlers["/"]
+    connect = handlers["connect"]
+    if getattr(connect, _GATED, False):
+        return
+
+    async def connect_or_open_new(sid: str, environ: dict, auth: Any) -> Any:
+        try:
+            return await connect(sid, environ, auth)
+        except ConnectionRefusedError:
+            if not (isinstance(auth, dict) and auth.get("threadId")):
+                raise
+            accepted = await connect(sid, environ, {**auth, "threadId": None})  # raises again if the login is refused
+            user_sessions.setdefault(auth["sessionId"], {})[REFUSED_CHAT] = auth["threadId"]
+            return accepted
+
+    setattr(connect_or_open_new, _GATED, True)
+    handlers["connect"] = connect_or_open_new
+
+
+async def leave_refused_chat(line: str) -> None:
+    """Take the page away from the refused chat's address: Chainlit's page answers "resume_thread_error" with a
+    toast ("Couldn't resume chat: " + ``line``) and a move to "/", where the new chat's composer works. Without it
+    the page waits for that chat forever (a spinner, no composer)."""
+    import chainlit as cl
+
+    await cl.context.emitter.send_resume_thread_error(line)
 
 
 # ----- which login Chainlit offers ------------------------------------------------------------------------------

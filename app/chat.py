@@ -12,6 +12,7 @@ the deleted turns: "prompt 121 tokens" for a one-turn page).
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 import time
 from collections.abc import Callable, Coroutine
@@ -22,9 +23,12 @@ from chainlit.input_widget import Slider, TextInput
 
 from app.branding import APP_NAME
 from app.chainlit_internals import (
+    REFUSED_CHAT,
+    answer_tasks,
     delete_session_files,
     follow_login_mode,
     forget_chat_contexts_of_closed_sessions,
+    leave_refused_chat,
     make_stoppable,
     remove_chainlits_stop_message,
     save_session_now,
@@ -54,6 +58,7 @@ from app.history.presets import PresetStore
 from app.i18n import STARTERS, t
 from app.markdown_nesting import closing_fence, limit_nesting
 from app.preset_commands import is_preset_command, offer_presets, run_preset_command
+from app.reading_line import ReadingLine
 from app.runtime import Runtime, current_runtime
 from app.settings import SAMPLING_BOUNDS
 from app.status_panel import (
@@ -83,6 +88,24 @@ def _language() -> str:
         return cl.context.session.language or "en-US"
     except Exception:
         return "en-US"
+
+
+# Whether the chat already says this answer was stopped (under the answer so far): set in the answer's own task,
+# read by _run_tracked, which says it for a stop that came before any of the answer (issue 35 item 11).
+_STOP_MARKED: contextvars.ContextVar[bool] = contextvars.ContextVar("stop_marked", default=False)
+STOPPED, CUT = "stopped", "cut"  # why an answer was cancelled (cancel_cause)
+
+
+def cancel_cause(rt: Runtime) -> str:
+    """Why an answer's task was cancelled: CUT by the app's own stop (Ctrl-C, SIGTERM: ``rt.stopping``), whose cut
+    answer is kept as "interrupted" and never said to be the user's doing (issue 36, N13); else STOPPED, by the
+    page (its Stop, or the page closed), which the "stopped by you" line says."""
+    return CUT if rt.stopping else STOPPED
+
+
+def stopped_line(language: str) -> str:
+    """The line a stopped answer ends with, or stands for when it was stopped before its first word."""
+    return "`" + t(language, "stopped") + "`"
 
 
 def _answer_cap(rt: Runtime) -> int:
@@ -259,6 +282,11 @@ async def _stream_answer(rt: Runtime, language: str, token_ids: list[int], sampl
             note.content = content
             await note.update()
 
+    async def show_reading(line: str) -> None:  # the answer's place, until its first words take it
+        await reply.stream_token(line, is_sequence=True)
+
+    reading = ReadingLine(show_reading, language, len(token_ids), rt.host.prefill_rate.tokens_per_second())
+    replace_reading = False
     pending: list[str] = []
     interval = rt.settings.chat.stream_interval_ms / 1000
     started = time.perf_counter()
@@ -270,12 +298,14 @@ async def _stream_answer(rt: Runtime, language: str, token_ids: list[int], sampl
     outcome = "done"
     finish: Optional[str] = None
     try:
-        async for delta in rt.host.stream(token_ids, sampling, on_queued=on_queued, owner=session_user_identifier()):
+        async for delta in rt.host.stream(token_ids, sampling, on_queued=on_queued, owner=session_user_identifier(),
+                                          on_admitted=reading.start):
             finish = delta.finish_reason or finish
             if "msg" in queue_notice:
                 await queue_notice.pop("msg").remove()
             if first_token_at is None and delta.new_tokens:
                 first_token_at = time.perf_counter()
+                replace_reading = await reading.stop()
             tokens += delta.new_tokens
             if delta.text:
                 parts.append(delta.text)
@@ -283,7 +313,8 @@ async def _stream_answer(rt: Runtime, language: str, token_ids: list[int], sampl
             now = time.perf_counter()
             # One websocket message per token freezes the page at ~300 tokens/s; send ~50 ms batches.
             if pending and now - last_flush >= interval:
-                await _stream_piece(reply, "".join(pending), parts, nesting)
+                await _stream_piece(reply, "".join(pending), parts, nesting, replace_reading)
+                replace_reading = False
                 # Give the loop a real turn (I/O included): without it the websocket writer did not
                 # run until the answer ended, and the page got the whole answer at once (seen in
                 # Chromium; sleep(0) was not enough).
@@ -295,20 +326,21 @@ async def _stream_answer(rt: Runtime, language: str, token_ids: list[int], sampl
                 last_save = now
                 saving = asyncio.create_task(_save_so_far(reply, "".join(parts)))
         if pending:
-            await _stream_piece(reply, "".join(pending), parts, nesting)
+            await _stream_piece(reply, "".join(pending), parts, nesting, replace_reading)
     except asyncio.CancelledError:
-        outcome = "cut" if rt.stopping else "stopped"  # the app's Ctrl-C or SIGTERM is not the user's Stop
+        outcome = cancel_cause(rt)
         raise
     except EngineUnavailable as err:  # the engine died, or is restarting
-        outcome = "cut" if rt.stopping else "died"  # or was shut down with the app: nothing restarts
+        outcome = CUT if rt.stopping else "died"  # or was shut down with the app: nothing restarts
         if outcome == "died":
             await notice(t(language, "engine_died", detail=str(err)))
     except RequestRefused as err:
         outcome = "refused"
         await notice(t(language, "refused", detail=str(err)))
     finally:
-        if outcome == "cut" and parts:
+        if outcome == CUT and parts:  # queued first: nothing below may wait or be cancelled before it
             await _keep_cut_answer(reply, "".join(parts), saving)
+        reading_shown = await reading.stop()
         if saving is not None and not saving.done():
             await asyncio.wait([saving])  # the last partial save lands before the final text, never after it
         if "msg" in queue_notice:
@@ -324,17 +356,27 @@ async def _stream_answer(rt: Runtime, language: str, token_ids: list[int], sampl
             reply.content, footer = _with_footer("".join(parts), lines)
             reply.metadata = {**metadata, "footer": footer}
             await _offer_actions(reply, language)
-            # stream_token sent the message with the first piece; an empty answer was never sent.
-            await (reply.update() if parts else reply.send())
+            # stream_token sent the message with the first piece (or the reading line); an empty answer was never
+            # sent.
+            await (reply.update() if parts or reading_shown else reply.send())
             if rt.gpu_memory:
                 rt.gpu_memory.sample(generating=True)
         elif parts:
             # Stopped or cut off: the answer so far stays in the chat (and in the next prompt); a stopped one
             # says so under it (the footer is never part of a prompt).
-            if outcome == "stopped":
-                reply.content, footer = _with_footer("".join(parts), "\n\n`" + t(language, "stopped") + "`")
+            if outcome == STOPPED:
+                reply.content, footer = _with_footer("".join(parts), "\n\n" + stopped_line(language))
                 reply.metadata = {"kind": KIND_ANSWER, "footer": footer}
+                _STOP_MARKED.set(True)
             await reply.update()
+        elif reading_shown:  # ended while the engine read the prompt: the reading line goes
+            if outcome == STOPPED:  # it becomes the stopped line (a notice: never part of a prompt)
+                reply.content = stopped_line(language)
+                reply.metadata = {"kind": KIND_NOTICE}
+                await reply.update()
+                _STOP_MARKED.set(True)
+            else:  # the engine died or refused: its own line says so
+                await reply.remove()
         await _warn_if_history_fails(rt, language)
 
 
@@ -361,8 +403,13 @@ class NestingWatch:
         return limit_nesting(touched) != touched
 
 
-async def _stream_piece(reply: cl.Message, piece: str, parts: list[str], nesting: NestingWatch) -> None:
-    if nesting.too_deep(piece):  # rare: send the whole answer again, made safe, in place of what was shown
+async def _stream_piece(reply: cl.Message, piece: str, parts: list[str], nesting: NestingWatch,
+                        replace: bool = False) -> None:
+    """Add ``piece`` to the answer on the page; ``replace``: the answer so far takes the place of what the message
+    shows (the reading line)."""
+    # too_deep first: it must see every piece. Too deep (rare) or replacing: the whole answer so far, made safe, in
+    # place of what the message shows.
+    if nesting.too_deep(piece) or replace:
         await reply.stream_token(limit_nesting("".join(parts)), is_sequence=True)
     else:
         await reply.stream_token(piece)
@@ -497,17 +544,22 @@ async def _run_tracked(work: Coroutine[Any, Any, None]) -> None:
     # Chainlit's edit path (and an action) does not register its task, so Stop found nothing to cancel.
     task = asyncio.current_task()
     make_stoppable(task)
-    running = cl.user_session.get("answer_tasks")
-    if not isinstance(running, set):  # none yet, or a resumed chat's stored session said something else
-        running = set()
+    running = answer_tasks()
     if len(running) >= MAX_ANSWERS_PER_CHAT:
         work.close()
         await notice(t(_language(), "too_many_waiting", limit=MAX_ANSWERS_PER_CHAT))
         return
     running.add(task)
-    cl.user_session.set("answer_tasks", running)
+    _STOP_MARKED.set(False)
     try:
         await work
+    except asyncio.CancelledError:
+        # Stopped before the answer's first word (its files being read, the engine reading the prompt): the chat
+        # said nothing, as if the question had been dropped. The line says it, in the page and in the history.
+        # Cut by the app's shutdown: no line (nobody stopped it; what was shown is kept, see _keep_cut_answer).
+        if cancel_cause(current_runtime()) == STOPPED and not _STOP_MARKED.get():
+            await notice(stopped_line(_language()))
+        raise
     finally:
         running.discard(task)
 
@@ -567,13 +619,31 @@ async def _open_chat(rt: Runtime, saved: dict[str, Any]) -> None:
     cl.user_session.set("status_task", asyncio.create_task(keep_status_fresh(rt, language)))
 
 
+async def _say_if_a_chat_was_refused() -> None:
+    """The page asked for another user's chat (its address): Chainlit refused it and this is a new chat instead
+    (app/guards); one line says so, and the page leaves that chat's address (issue 35 item 7)."""
+    if cl.user_session.get(REFUSED_CHAT):
+        cl.user_session.set(REFUSED_CHAT, None)  # once: the user session is saved with the new chat
+        line = t(_language(), "not_your_chat")
+        await leave_refused_chat(line)
+        await notice(line)
+
+
 async def _attach_documents(rt: Runtime, message: cl.Message) -> None:
     """Read the files sent with ``message`` (off the event loop, in a process of their own) into its metadata; a
     line in the chat for each one that is not read. The message itself always goes on to be answered."""
     language = _language()
     chat = rt.settings.chat
-    documents, lines = await read_documents(message.elements, chat.max_upload_mb, chat.max_upload_files, language,
-                                            owner=session_user_identifier())
+    # Said at once: the page has shown nothing since the message was sent, and a reader process takes its time to
+    # start (~0.5 s here); the answer's reading line follows (issue 35 item 2).
+    names = ", ".join(e.name for e in message.elements if getattr(e, "path", None))
+    reading = await notice(t(language, "reading_files", names=names)) if names else None
+    try:
+        documents, lines = await read_documents(message.elements, chat.max_upload_mb, chat.max_upload_files,
+                                                language, owner=session_user_identifier())
+    finally:
+        if reading is not None:
+            await reading.remove()
     for line in lines:
         await notice(line)
     message.metadata = {**(message.metadata or {}), DOCUMENTS: documents}
@@ -603,6 +673,7 @@ def install() -> None:
     async def on_chat_start() -> None:
         rt = current_runtime()
         rt.metrics.chats.inc()
+        await _say_if_a_chat_was_refused()
         await _open_chat(rt, {})
 
     @cl.on_chat_resume
@@ -619,7 +690,7 @@ def install() -> None:
     @cl.on_chat_end
     async def on_chat_end() -> None:
         # The page went away: stop its answers, running or queued; nobody is left to read them.
-        for task in list(cl.user_session.get("answer_tasks") or ()):
+        for task in list(answer_tasks()):
             task.cancel()
         task = cl.user_session.get("status_task")
         if task:
@@ -641,12 +712,16 @@ def install() -> None:
 
         if await run_preset_command(_presets(rt), message, _language(), notice, use_preset):
             return  # "Save preset": done, and no question to answer
-        if message.elements and DOCUMENTS not in (message.metadata or {}):  # files attached, not yet read
-            await _attach_documents(rt, message)
-        await store_before_answer(message)  # the user's message is stored before the engine answers
-        if rt.history is not None:  # a saved chat has an address of its own
-            await tell_page_the_chat_address(rt.settings.server.root_path)
-        await _run_tracked(answer(rt, message))
+
+        async def read_and_answer() -> None:  # reading the files is part of the answer: Stop reaches it too
+            if message.elements and DOCUMENTS not in (message.metadata or {}):  # files attached, not yet read
+                await _attach_documents(rt, message)
+            await store_before_answer(message)  # the user's message is stored before the engine answers
+            if rt.history is not None:  # a saved chat has an address of its own
+                await tell_page_the_chat_address(rt.settings.server.root_path)
+            await answer(rt, message)
+
+        await _run_tracked(read_and_answer())
         if rt.gpu_memory:  # GPU memory peak moved; without a GPU nothing in the panel changed
             await show_status(rt, _language())
 

@@ -31,6 +31,7 @@ from app.engine_protocol import Delta, Engine, EngineFactory, Sampling
 from app.engine_status import START_STEPS, EngineState, EngineStatus, Speed, StartStep
 from app.errors import EngineDied, EngineStartError, EngineUnavailable, ErnieChatError, one_line
 from app.i18n import Phrase, starting_engine_cost
+from app.prefill_rate import MIN_MEASURED_TOKENS, PrefillRate
 from app.profiles import with_smaller_kv
 from app.queueing import FairGate, PositionCallback
 from app.telemetry import FILE_ONLY, AppMetrics, LogTail
@@ -132,6 +133,7 @@ class EngineHost:
         self.plan = options.plan  # the plan that runs: after an out-of-memory retry, the smaller one
         self.metrics = options.metrics
         self.gate = FairGate(options.max_concurrent)
+        self.prefill_rate = PrefillRate()  # how fast the engine reads prompts, measured after its warm-up's first round
         self.status = EngineStatus()
         self.metrics.set_engine_state(self.status.state)
         self._slot: Optional[EngineSlot] = None  # the engine new requests go to
@@ -405,6 +407,20 @@ class EngineHost:
             await asyncio.gather(*(self._drain(self._raw_stream([1, 2, 3, 4], params,
                                                                 f"warmup-{uuid.uuid4().hex[:8]}", slot))
                                    for params in rounds))
+            if batch == 1:
+                await self._calibrate_prefill(slot, replace(sampled, max_tokens=1))
+
+    async def _calibrate_prefill(self, slot: EngineSlot, sampled: Sampling) -> None:
+        """Read a prompt long enough for vLLM to measure how fast this engine reads (app/prefill_rate.py), so the
+        first long document gets a time estimate (issue 35 item 2). Twice: the first read of a prompt this long
+        pays one-time costs too (on the CPU it measured 55 tokens/s where documents were then read at 155), and
+        only the second is measured. Other tokens the second time, so the prefix cache does not serve it."""
+        length = min(MIN_MEASURED_TOKENS, slot.engine.max_model_len // 2)
+        for round_ in range(2):
+            if round_ == 1:
+                self.prefill_rate.start_measuring()
+            prompt = [5 + round_ + i % 89 for i in range(length)]
+            await self._drain(self._raw_stream(prompt, sampled, f"warmup-{uuid.uuid4().hex[:8]}", slot))
 
     @staticmethod
     async def _drain(stream: AsyncIterator[Delta]) -> None:
@@ -511,9 +527,10 @@ class EngineHost:
     # ----- requests ----------------------------------------------------------------------------------
     async def stream(self, prompt_token_ids: list[int], sampling: Sampling,
                      on_queued: Optional[PositionCallback] = None,
-                     request_id: Optional[str] = None, owner: Optional[str] = None) -> AsyncIterator[Delta]:
+                     request_id: Optional[str] = None, owner: Optional[str] = None,
+                     on_admitted: Optional[Callable[[], None]] = None) -> AsyncIterator[Delta]:
         """Stream an answer. Waits in the fair queue first (users take turns: ``owner``); cancelling (stop) aborts
-        the engine request."""
+        the engine request. ``on_admitted`` is called when the prompt goes to the engine (the queue is behind it)."""
         request_id = request_id or f"chat-{uuid.uuid4().hex}"
         self.metrics.queued.inc()
         waiting = True
@@ -524,6 +541,8 @@ class EngineHost:
                 if not self.ready:
                     raise EngineUnavailable(f"engine {self.status.state.value}")
                 self.metrics.active.inc()
+                if on_admitted is not None:
+                    on_admitted()
                 raw = self._raw_stream(prompt_token_ids, sampling, request_id)
                 try:
                     # aclosing: on stop, close the inner generators now (their cleanup aborts the engine

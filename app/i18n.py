@@ -37,6 +37,15 @@ STRINGS: dict[str, dict[str, str]] = {
         "too_many_waiting": "This chat already has {limit} answers running or waiting, so this message was not "
                             "answered. It stays in the chat: edit it to send it again when one has finished.",
         "sanitized": "Control characters were removed from your message.",
+        # while the engine reads a long prompt, before the answer's first token (app/reading_line.py)
+        "reading_files": "Reading {names}…",
+        "reading": "Reading your message: {tokens:,} tokens · {elapsed:.0f} s",
+        "reading_left": "Reading your message: {tokens:,} tokens · {elapsed:.0f} s · about {left:.0f} s left (the "
+                        "engine reads ~{rate:,.0f} tokens/s)",
+        "reading_late": "Reading your message: {tokens:,} tokens · {elapsed:.0f} s · longer than the {estimate:.0f} s "
+                        "estimated",
+        "not_your_chat": "That chat belongs to another account, so it stays closed to you. This is a new chat of "
+                         "your own.",
         # the login page: its own line is in .chainlit/translations (auth.login.errors.unauthorized); this one is
         # the 401's detail, which Chainlit's page also shows in a toast after "Unauthorized: "
         "login_failed": "wrong name or password; check both and try again",
@@ -164,6 +173,12 @@ STRINGS: dict[str, dict[str, str]] = {
         "too_many_waiting": "本对话已有 {limit} 个回答正在生成或排队，这条消息未被回答。"
                             "它仍保留在对话中：待其中一个完成后，可编辑它重新发送。",
         "sanitized": "已移除消息中的控制字符。",
+        "reading_files": "正在读取 {names}…",
+        "reading": "正在读取你的消息：{tokens:,} 个 token · 已用 {elapsed:.0f} 秒",
+        "reading_left": "正在读取你的消息：{tokens:,} 个 token · 已用 {elapsed:.0f} 秒 · 预计还需约 {left:.0f} 秒"
+                        "（引擎读取速度约 {rate:,.0f} token/秒）",
+        "reading_late": "正在读取你的消息：{tokens:,} 个 token · 已用 {elapsed:.0f} 秒 · 超出预计的 {estimate:.0f} 秒",
+        "not_your_chat": "该对话属于其他账号，你无法打开。这里是你自己的新对话。",
         "login_failed": "用户名或密码错误，请检查后重试",
         "panel_model": "模型",
         "panel_remote": "远程 vLLM 服务",

@@ -52,10 +52,11 @@ def get(url: str, timeout: float = 3.0, headers: Optional[dict] = None) -> tuple
 
 
 class LaunchedApp:
-    """``terminal=True`` runs it on a pseudo-terminal, as in a user's shell (progress bar, no vLLM INFO)."""
+    """``terminal=True`` runs it on a pseudo-terminal, as in a user's shell (progress bar, no vLLM INFO); ``root``: the
+    checkout whose launch.py runs (a benchmark compares an older one)."""
 
     def __init__(self, model_dir: Path, tmp: Path, *extra: str, env: Optional[dict] = None,
-                 terminal: bool = False) -> None:
+                 terminal: bool = False, root: Path = ROOT) -> None:
         self.port = free_port()
         self.log_file = tmp / "llm.log"
         self.stdout = open(tmp / "stdout.txt", "w+")
@@ -68,12 +69,12 @@ class LaunchedApp:
             primary, secondary = pty.openpty()
             # 40 rows x 160 columns, like a terminal window (a fresh pty reports 0 x 0)
             fcntl.ioctl(secondary, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 160, 0, 0))
-            self.proc = subprocess.Popen([sys.executable, "launch.py", *self.args], cwd=ROOT, env=full_env,
+            self.proc = subprocess.Popen([sys.executable, "launch.py", *self.args], cwd=root, env=full_env,
                                          stdout=secondary, stderr=secondary, stdin=subprocess.DEVNULL)
             os.close(secondary)
             threading.Thread(target=self._copy_terminal, args=(primary,), daemon=True).start()
         else:
-            self.proc = subprocess.Popen([sys.executable, "launch.py", *self.args], cwd=ROOT, env=full_env,
+            self.proc = subprocess.Popen([sys.executable, "launch.py", *self.args], cwd=root, env=full_env,
                                          stdout=self.stdout, stderr=subprocess.STDOUT)
 
     def _copy_terminal(self, fd: int) -> None:
@@ -274,6 +275,13 @@ def wait_stats(page, count, pattern=STATS_EN, timeout=60):
 def send(page, text):
     page.fill("#chat-input", text)
     page.click("#chat-submit")  # not Enter: on a phone-width page Enter adds a new line
+
+
+def sign_in(page, name: str, secret: str) -> None:
+    """Fill in and send Chainlit's login form."""
+    page.fill("#email", name)
+    page.fill("#password", secret)
+    page.click("button[type=submit]")
 
 
 def open_sidebar(page):

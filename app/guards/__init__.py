@@ -9,6 +9,8 @@
 - sharing.py: Chainlit's share routes refused while sharing is off;
 - uploads.py: how much each chat tab, and each user over all their tabs, may upload;
 - page_input.py: what the page sends over the socket with a message (its metadata: nothing of it is kept);
+- another user's chat asked for by its address: Chainlit refuses it, the page gets a new chat of its own
+  (chainlit_internals.open_refused_chats_as_new; the line is app/chat.py's);
 - requests.py: the path, the Bearer token and the one error body every guard uses.
 """
 from __future__ import annotations
@@ -16,6 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 from app import telemetry
+from app.chainlit_internals import open_refused_chats_as_new
 from app.documents.limits import upload_body_bytes
 from app.guards import (
     account_sockets,
@@ -55,5 +58,6 @@ def install_guards(app, runtime: Any) -> None:
     # Host/Origin/size checks refuse before the login rules or the app see anything.
     web.install(app, server_settings, upload_body_bytes(runtime.settings.chat.max_upload_mb))
     page_input.install()  # socket events, checked before Chainlit's handlers (mounted by now) take them
+    open_refused_chats_as_new()  # another user's /thread/<id>: refused by Chainlit, and a new chat instead
     # Outermost: every exception any of them lets out is written to the log file.
     app.add_middleware(telemetry.ErrorLogMiddleware)

@@ -4,7 +4,6 @@ word in any order), download; --no-history writes nothing."""
 from __future__ import annotations
 
 import json
-import re
 import sqlite3
 import time
 from pathlib import Path
@@ -108,7 +107,10 @@ def test_a_past_chat_is_in_the_sidebar_after_a_restart_opens_and_continues(brows
     row.get_by_text("the weather in Paris").click()
     # The page's own router moves to the chat (no page load to wait for).
     page.wait_for_function(f"() => location.pathname.endsWith('/thread/{paris}')", timeout=10000)
-    page.get_by_text("the weather in Paris").last.wait_for(timeout=10000)
+    # Resumed: its question is in the chat (not only in the sidebar) and its status panel is drawn with the chat's
+    # download links (on_chat_resume). Typed before that, the page's resume emptied the box (a disabled send button).
+    page.locator('[data-step-type="user_message"]', has_text="the weather in Paris").wait_for(timeout=30000)
+    status_panel_text(page, "Markdown", timeout_ms=30000)
     send(page, "and tomorrow?")
     prompt1, answer1, _, _ = restarted["paris_stats"]
     prompt2, *_ = wait_stats(page, 2)  # the old answer's stats line is shown again, then the new one
@@ -133,6 +135,10 @@ def test_a_past_chat_is_in_the_sidebar_after_a_restart_opens_and_continues(brows
     page.context.close()
 
 
+# The chats the search dialog lists: each option's value is "<query>-<chat id>" (Chainlit's Search.tsx).
+LISTED_CHATS = "() => [...document.querySelectorAll('[role=option]')].map(e => (e.dataset.value || '').slice(-36))"
+
+
 @pytest.mark.parametrize("words, expected", [("tomorrow", "paris"), ("PARIS", "paris"), ("量子纠缠", "chinese"),
                                              ("三句话", "chinese"),
                                              # issue 24: every word, in any order, in any of the chat's messages
@@ -141,16 +147,14 @@ def test_search_finds_chats_by_words_in_their_messages(browser, restarted, words
     page, _ = open_page(browser, restarted["app"])
     open_sidebar(page)
     page.locator("#search-chats-button").first.click()
+    # The dialog lists the recent chats first (a search for ""), and shows whichever answer comes last: typed before
+    # that list came, its late answer replaced the search's, and the dialog kept listing both chats.
+    page.get_by_role("option").first.wait_for(timeout=30000)
     page.get_by_placeholder("Search conversations").fill(words)
     want = [restarted[expected]]
-    deadline = time.time() + 15  # the dialog lists recent chats first, then the search's answer
-    while time.time() < deadline:
-        found = [re.sub(r"^.*-([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})$", r"\1", v or "")
-                 for v in page.get_by_role("option").evaluate_all("els => els.map(e => e.dataset.value)")]
-        if found == want:
-            break
-        page.wait_for_timeout(250)
-    assert found == want
+    page.wait_for_function(f"want => JSON.stringify(({LISTED_CHATS})()) === JSON.stringify(want)", arg=want,
+                           timeout=30000)
+    assert page.evaluate(LISTED_CHATS) == want
     page.context.close()
 
 

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from tests.helpers import ROOT, running_app
+from tests.helpers import ROOT, running_app, sign_in
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -17,12 +17,6 @@ def users_add(data, name: str, secret: str) -> None:
     done = subprocess.run([sys.executable, "launch.py", "users", "add", name, "--data-dir", str(data)], cwd=ROOT,
                           input=secret + "\n", capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
-
-
-def sign_in(page, name: str, secret: str) -> None:
-    page.fill("#email", name)
-    page.fill("#password", secret)
-    page.click("button[type=submit]")
 
 
 @pytest.fixture(scope="module")

@@ -17,6 +17,7 @@ import pytest
 import socketio
 
 from app.accounts import Accounts
+from app.i18n import t
 from tests.helpers import answer_over_socket, finished_answer, running_app, socket_connect  # noqa: F401
 
 pytestmark = pytest.mark.timeout(600)
@@ -209,8 +210,14 @@ def test_a_removed_user_is_logged_out_at_the_next_click(two_users, tmp_path):
 
 
 def test_bob_cannot_resume_alices_chat_over_the_websocket(two_users):
-    with pytest.raises(socketio.exceptions.ConnectionError):
-        asyncio.run(try_resume(two_users["app"], two_users["bob"], two_users["thread"]))
+    """Chainlit refuses to resume another user's chat; the socket then opens a new chat of bob's own instead of
+    failing (issue 35 item 7), told why, and nothing of alice's chat reaches it or changes."""
+    events = asyncio.run(try_resume(two_users["app"], two_users["bob"], two_users["thread"]))
+    names = [name for name, _ in events]
+    said = [data.get("output", "") for name, data in events if name == "new_message" and isinstance(data, dict)]
+    assert "resume_thread" not in names, names
+    assert any(text.startswith(t("en-US", "not_your_chat")[:40]) for text in said), said
+    assert "my secret plans" not in json.dumps(events, default=str)
     assert two_users["alice"].get(f"/project/thread/{two_users['thread']}").json()["steps"][0]["output"] == \
         "my secret plans"
 

@@ -230,6 +230,58 @@ def test_thread_sharing_is_chainlits_allow_thread_sharing_feature(monkeypatch):
     assert chainlit_internals.thread_sharing_allowed() is True
 
 
+def test_a_socket_refused_for_another_users_chat_connects_again_as_a_new_chat(monkeypatch):
+    """Chainlit's connect refuses a socket naming another user's chat ("authorization failed"); the wrapper connects
+    it again without that chat and marks its user session. A socket refused for its login stays refused."""
+    import asyncio
+
+    import chainlit.socket  # noqa: F401 - its handlers
+    from chainlit.server import sio
+    from chainlit.user_session import user_sessions
+
+    calls = []
+
+    async def connect(sid, environ, auth):  # Chainlit's rule: alice's chat is refused, and so is a bad login
+        calls.append(auth.get("threadId"))
+        if auth.get("threadId") == "alices-chat" or environ.get("login") != "bob":
+            raise ConnectionRefusedError("authorization failed")
+        return True
+
+    monkeypatch.setattr(sio, "handlers", {"/": {**sio.handlers["/"], "connect": connect}})
+    chainlit_internals.open_refused_chats_as_new()
+    chainlit_internals.open_refused_chats_as_new()  # wrapped once
+    wrapped = sio.handlers["/"]["connect"]
+    auth = {"sessionId": "bobs-tab", "threadId": "alices-chat"}
+    try:
+        assert asyncio.run(wrapped("sid", {"login": "bob"}, auth)) is True
+        assert calls == ["alices-chat", None]  # refused by Chainlit, then a new chat
+        assert user_sessions["bobs-tab"][chainlit_internals.REFUSED_CHAT] == "alices-chat"
+        with pytest.raises(ConnectionRefusedError):
+            asyncio.run(wrapped("sid", {"login": "nobody"}, {"sessionId": "other-tab", "threadId": "alices-chat"}))
+        assert "other-tab" not in user_sessions
+        assert asyncio.run(wrapped("sid", {"login": "bob"}, {"sessionId": "own-tab", "threadId": "own"})) is True
+        assert chainlit_internals.REFUSED_CHAT not in user_sessions.get("own-tab", {})
+    finally:
+        user_sessions.pop("bobs-tab", None)
+
+
+def test_answer_tasks_live_on_the_session_object_which_chainlits_resume_leaves_in_place(monkeypatch):
+    """Chainlit replaces a session's whole user-session dict when it resumes a chat; the answers being tracked must
+    not go with it (on SIGTERM a closed page then cancelled none of them, issue 35)."""
+    import inspect
+
+    import chainlit as cl
+    import chainlit.socket
+
+    assert "user_sessions[session.id] = metadata.copy()" in inspect.getsource(chainlit.socket.resume_thread)
+    session = type("Session", (), {})()
+    monkeypatch.setattr(cl, "context", type("Context", (), {"session": session})())
+    tasks = chainlit_internals.answer_tasks()
+    tasks.add("an answer")
+    assert chainlit_internals.answer_tasks() is tasks
+    assert tasks == {"an answer"}
+
+
 def test_an_elements_file_url_is_the_one_the_page_builds_and_chainlit_serves():
     # The page's bundle builds `${route}/${chainlitKey}?session_id=${sessionId}` for an element event, and
     # Chainlit's server answers GET on that route: the URL the app puts on a resumed chat's status panel.

@@ -12,6 +12,7 @@ from app.engine_host import EngineHost, EngineHostOptions
 from app.engine_plan import EnginePlan
 from app.engine_protocol import Sampling
 from app.engine_status import EngineState, Speed
+from app.prefill_rate import MIN_MEASURED_TOKENS
 from app.telemetry import AppMetrics, LogTail
 from tests.helpers import FakeEngine, start_until_settled
 
@@ -149,11 +150,11 @@ def test_warm_up_samples_a_batch_of_eight_like_chats_do_before_ready():
 
     host, fatal = start(lambda path, plan: CountingEngine(plan))
     assert host.status.ready_seconds is not None and not fatal
-    # max_num_seqs 12: a chat-like request and a seeded one, then 8 at once
-    assert seen["calls"] == 2 + 8 and seen["most"] == 8
+    # max_num_seqs 12: a chat-like request and a seeded one, the prefill calibration's two reads, then 8 at once
+    assert seen["calls"] == 2 + 2 + 8 and seen["most"] == 8
     assert all(t > 0 and p < 1 for t, p, _ in seen["params"])  # sampled, so the top-p path runs
     # Chats send no seed: the unseeded path is the one warmed for them (a seeded-only warm-up left it cold).
-    assert [seed for _, _, seed in seen["params"]].count(None) == 9
+    assert [seed for _, _, seed in seen["params"]].count(None) == 11
 
 
 def test_chats_are_fitted_to_the_context_of_the_plan_that_started():
@@ -176,21 +177,23 @@ def test_chats_are_fitted_to_the_context_of_the_plan_that_started():
     assert runtime.max_model_len == 16384 == host.plan.engine_args["max_model_len"]
 
 
-def test_cpu_warm_up_is_one_round():
+def test_cpu_warm_up_is_one_round_and_the_prefill_calibration():
     """The CPU build samples without Triton: no batch to compile for, so start-up pays for one round only
-    (a chat-like request, and a seeded one beside it)."""
+    (a chat-like request, and a seeded one beside it), then the two reads that measure the engine's prefill rate
+    (app/prefill_rate.py: the first long document's time estimate)."""
     calls = []
 
     class CountingEngine(FakeEngine):
         async def generate(self, token_ids, sampling, request_id):
-            calls.append(request_id)
+            calls.append(len(token_ids))
             async for out in super().generate(token_ids, sampling, request_id):
                 yield out
 
     cpu = EnginePlan(profile="cpu", device="cpu", gpu=None, reasons={},
                      engine_args={"max_model_len": 4096, "max_num_seqs": 12})
     host, fatal = start(lambda path, plan: CountingEngine(plan), plan=cpu)
-    assert host.status.ready_seconds is not None and not fatal and len(calls) == 2
+    assert host.status.ready_seconds is not None and not fatal
+    assert sorted(calls) == [4, 4, MIN_MEASURED_TOKENS, MIN_MEASURED_TOKENS]
 
 
 def test_the_full_speed_engine_is_built_while_the_starting_engine_starts():
