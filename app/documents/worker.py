@@ -108,7 +108,7 @@ def main() -> int:
     request = json.loads(sys.stdin.buffer.read())
     _cap_resources(request["memory_bytes"], request["seconds"])
     try:
-        answer: dict[str, Any] = {"ok": _fit(request) if request["job"] == "fit" else _extract(request)}
+        answer: dict[str, Any] = {"ok": _fit(request) if request.get("job") == "fit" else _extract(request)}
     except DocumentRefused as refused:
         answer = {"refused": {"reason": refused.reason, "values": refused.values}}
     except MemoryError:
