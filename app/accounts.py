@@ -98,9 +98,9 @@ class Accounts:
     @classmethod
     def of(cls, history: HistorySettings) -> Accounts:
         """The users file of this data directory (--data-dir, else the user data directory)."""
-        from app.history.database import default_data_dir
+        from app.history.database import data_folder
 
-        return cls((history.data_dir or default_data_dir()).expanduser().resolve() / USERS_FILE_NAME)
+        return cls(data_folder(history) / USERS_FILE_NAME)
 
     # ----- reading --------------------------------------------------------------------------------------
     def all(self) -> dict[str, Account]:

@@ -66,6 +66,11 @@ def default_data_dir() -> Path:
     return Path(user_data_dir(APP_DIR_NAME, appauthor=False))
 
 
+def data_folder(settings: HistorySettings) -> Path:
+    """The data directory: --data-dir, else the user data directory."""
+    return (settings.data_dir or default_data_dir()).expanduser().resolve()
+
+
 def locate(settings: HistorySettings) -> Optional[DatabaseLocation]:
     """None with --no-history (nothing is written anywhere); else the database to use."""
     if not settings.history:
@@ -76,7 +81,7 @@ def locate(settings: HistorySettings) -> Optional[DatabaseLocation]:
             path = url.split(":///", 1)[1].split("?", 1)[0]
             return DatabaseLocation(url, Path(path.removeprefix("file:")))
         return DatabaseLocation(url)
-    path = (settings.data_dir or default_data_dir()).expanduser().resolve() / DB_FILE_NAME
+    path = data_folder(settings) / DB_FILE_NAME
     return DatabaseLocation(f"sqlite+aiosqlite:///{path}", path, own_folder=settings.data_dir is None)
 
 
