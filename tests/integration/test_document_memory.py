@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import re
 import threading
 import time
 import uuid
@@ -13,7 +14,7 @@ import httpx
 import psutil
 import pytest
 
-from tests.helpers import STATS_EN, running_app, send_and_wait
+from tests.helpers import running_app, send_and_wait
 
 pytestmark = pytest.mark.timeout(900)
 MIB = 2**20
@@ -77,10 +78,11 @@ def test_attached_documents_are_fitted_outside_the_apps_process(tiny_model_dir, 
         time.sleep(10)
         after = psutil.Process(app.proc.pid).memory_info().rss
         client.close()
-    # Each answer read its files' passages: the context (4,096 tokens) filled with them, not the question alone.
-    assert all(int(STATS_EN.search(a).group(1)) > 2000 for a in answers), answers
     grew_peak, grew_after = (sampler.peak - start) / MIB, (after - start) / MIB
     print(f"app RSS: start {start / MIB:.0f} MiB, peak +{grew_peak:.0f}, 10 s after +{grew_after:.0f}")
+    # Each answer read its files' passages: the context (4,096 tokens) filled with them, not the question alone.
+    prompts = [int(re.search(r"prompt ([\d,]+) tokens", a).group(1).replace(",", "")) for a in answers]
+    assert min(prompts) > 2000, answers
     # The texts themselves pass through the app (15 x 0.6 MB, read, kept with the chats): tens of MiB. Here before
     # the change (a 2-core machine): peak +653 MiB, +412 MiB 10 s after; after it +57 and +44.
     assert grew_peak < 250, f"peak {grew_peak:.0f} MiB over the start"
