@@ -337,3 +337,18 @@ def test_large_documents_are_fitted_in_a_reader_process_with_the_apps_tokenizer(
     assert asyncio.run(fitting.fit_in_context(small, question, 1500, tokenizer, count)) == \
         fit_documents(small, question, 1500, count)
     assert jobs == ["fit"]  # the small one was fitted in the app
+
+
+def test_choosing_passages_counts_only_what_it_may_choose():
+    """A document far larger than the room is counted in order of relevance until a batch adds nothing, not to its
+    end (issue 36, N9: the reader process spent its turn tokenizing millions of characters for a few thousand)."""
+    counted: list[int] = []
+
+    def spy(texts):
+        counted.append(sum(len(t) for t in texts))
+        return words(texts)
+
+    chunks = passages.chunk(long_text(lines=40_000, needle_at=30_000))
+    chosen = passages.select(chunks, "What is the access code?", 500, spy)
+    assert any("7731-KESTREL" in chunks[i].text for i in chosen)
+    assert sum(counted) < sum(len(c.text) for c in chunks) / 10
