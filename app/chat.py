@@ -47,6 +47,7 @@ from app.documents.prompt import DOCUMENTS, Fit, apply, documents_of, render_tur
 from app.engine_protocol import Sampling
 from app.engine_status import EngineState
 from app.errors import DocumentRefused, EngineUnavailable, PromptTooLongError, RequestRefused
+from app.heap import give_back_free_memory
 from app.history.chat_metadata import typed_settings
 from app.history.data_layer import session_user_identifier
 from app.history.presets import PresetStore
@@ -501,6 +502,7 @@ async def keep_forgetting_closed_chats(every_s: float = 60.0) -> None:
     while True:
         await asyncio.sleep(every_s)
         forget_closed_chats()
+        await asyncio.to_thread(give_back_free_memory)  # what they and the last minute's bursts freed (app/heap.py)
 
 
 async def _send_settings(rt: Runtime, values: dict[str, Any]) -> dict[str, Any]:
