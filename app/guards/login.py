@@ -9,6 +9,7 @@ ASGI in front of Chainlit's /login, /logout, every route and the socket; ``Faile
 """
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import logging
 import math
@@ -133,6 +134,8 @@ def _without_login(headers: Headers) -> list[tuple[bytes, bytes]]:
 # (app/guards/identity.py), ~0.1 s each: a login waits at most about a second behind others, and a flood from many
 # addresses queues no more work than this.
 MAX_LOGINS_AT_ONCE = 8
+# Seconds a refusal for too many failed logins is held before it is answered (at most the client's wait).
+REFUSAL_HOLD_S = 1.0
 
 
 class LoginGuard:
@@ -143,9 +146,10 @@ class LoginGuard:
     rewrites the scope's client before this sees it)."""
 
     def __init__(self, app, policy: LoginPolicy, failures: FailedLogins, revoked: RevokedTokens,
-                 root_path: str = "", max_at_once: int = MAX_LOGINS_AT_ONCE) -> None:
+                 root_path: str = "", max_at_once: int = MAX_LOGINS_AT_ONCE,
+                 refusal_hold_s: float = REFUSAL_HOLD_S) -> None:
         self.app, self.policy, self.failures, self.revoked = app, policy, failures, revoked
-        self.root_path, self.max_at_once = root_path, max_at_once
+        self.root_path, self.max_at_once, self.refusal_hold_s = root_path, max_at_once, refusal_hold_s
         self.checking = 0
 
     def _ended(self, token: str) -> bool:
@@ -177,6 +181,10 @@ class LoginGuard:
         wait = self.failures.wait_left(client)
         if wait > 0:
             seconds = math.ceil(wait)
+            # Held before it is answered: a script that asks again on every refusal got ~350 refusals a second out
+            # of the app, which took the CPU the others' answers needed (bench/load_run.py, 2026-12-06). Held, it
+            # gets one a second per connection; the wait costs a sleeping task, no CPU.
+            await asyncio.sleep(min(wait, self.refusal_hold_s))
             await _too_many(send, seconds, f"too many failed logins; try again in {seconds} s")
             return
         if self.checking >= self.max_at_once:  # not counted against this client: nothing of it was tried
