@@ -35,6 +35,7 @@ import httpx
 import psutil
 
 from bench.documents import make_pdf
+from bench.history_load import chainlit_root_with_session_timeout
 from bench.soak import tree_rss
 from tests.helpers import LaunchedApp, socket_connect, upload_request
 
@@ -113,7 +114,8 @@ async def login(app: LaunchedApp, user: str) -> httpx.AsyncClient:
     return client
 
 
-async def chat(tab: Tab, number: int, stop: asyncio.Event, latencies: list[float], missed: list[str]) -> None:
+async def chat(tab: Tab, number: int, stop: asyncio.Event, latencies: list[float], missed: list[str],
+               with_file: list[float]) -> None:
     """A user chatting until ``stop``: questions with their answers, a small file with every third."""
     rng = random.Random(number)
     count = 0
@@ -127,6 +129,8 @@ async def chat(tab: Tab, number: int, stop: asyncio.Event, latencies: list[float
             missed.append(text)
         else:
             latencies.append(seconds)
+            if files:
+                with_file.append(seconds)  # these wait for a document reader too
         await asyncio.sleep(rng.uniform(1, 3))
 
 
@@ -203,7 +207,24 @@ async def hostile(url: str, seconds: float, pdf: bytes) -> dict:
 def hostile_process(url: str, seconds: float, pdf_file: str, out: str) -> None:
     """The hostile session in a process of its own, so that its floods do not take the measuring clients' event
     loop (the answers' times would then count the client's own waiting)."""
-    Path(out).write_text(json.dumps(asyncio.run(hostile(url, seconds, Path(pdf_file).read_bytes()))))
+    attack = asyncio.run(hostile(url, seconds, Path(pdf_file).read_bytes()))
+    used = psutil.Process().cpu_times()
+    attack["client_cpu_s"] = round(used.user + used.system, 1)  # on the same cores as the app, as a local attacker
+    Path(out).write_text(json.dumps(attack))
+
+
+def cpu_seconds(pid: int) -> dict[str, float]:
+    """CPU seconds the app process and its children (the engine, document readers) have used so far."""
+    app = psutil.Process(pid)
+    children = 0.0
+    for child in app.children(recursive=True):
+        try:
+            times = child.cpu_times()
+            children += times.user + times.system
+        except psutil.Error:
+            pass
+    own = app.cpu_times()  # children_*: those that ended and were waited for (document readers)
+    return {"app": own.user + own.system, "children": children + own.children_user + own.children_system}
 
 
 async def phase(app: LaunchedApp, users: list[str], seconds: float, pdf_file: Optional[Path]) -> dict:
@@ -219,8 +240,11 @@ async def phase(app: LaunchedApp, users: list[str], seconds: float, pdf_file: Op
         attacker = multiprocessing.get_context("spawn").Process(
             target=hostile_process, args=(app.url, seconds, str(pdf_file), str(out)), name="hostile")
         attacker.start()
-    tasks = [asyncio.create_task(chat(tab, n + 1, stop, latencies, missed)) for n, tab in enumerate(tabs)]
+    with_file: list[float] = []
+    tasks = [asyncio.create_task(chat(tab, n + 1, stop, latencies, missed, with_file)) for n, tab in enumerate(tabs)]
+    cpu_before = cpu_seconds(app.proc.pid)
     await asyncio.sleep(seconds)
+    cpu = {k: round(v - cpu_before[k], 1) for k, v in cpu_seconds(app.proc.pid).items()}
     stop.set()
     await asyncio.gather(*tasks, return_exceptions=True)
     for tab in tabs:
@@ -237,7 +261,9 @@ async def phase(app: LaunchedApp, users: list[str], seconds: float, pdf_file: Op
             "not_answered_in_time": len(missed),
             "latency_median_s": round(statistics.median(latencies), 2) if latencies else None,
             "latency_p95_s": round(percentile(latencies, 0.95), 2) if latencies else None,
-            "attack": attack, "_tabs": tabs}
+            "with_file_median_s": round(statistics.median(with_file), 2) if with_file else None,
+            "with_file_p95_s": round(percentile(with_file, 0.95), 2) if with_file else None,
+            "cpu_s": cpu, "attack": attack, "_tabs": tabs}
 
 
 def lost_writes(db: Path, tabs: list[Tab]) -> dict:
@@ -297,6 +323,9 @@ def table(report: dict) -> str:
              ratio("latency_median_s")),
             ("others' answer latency, p95", f"{calm['latency_p95_s']} s", f"{hostile['latency_p95_s']} s",
              ratio("latency_p95_s")),
+            ("others' questions with a file: latency median / p95",
+             f"{calm['with_file_median_s']} / {calm['with_file_p95_s']} s",
+             f"{hostile['with_file_median_s']} / {hostile['with_file_p95_s']} s", ""),
             ("others' questions not answered in 300 s", calm["not_answered_in_time"], hostile["not_answered_in_time"],
              ""),
             ("writes lost (questions + answers)", calm["lost"]["questions_lost"] + calm["lost"]["answers_lost"],
@@ -321,6 +350,9 @@ def main() -> int:
     parser.add_argument("--minutes", type=float, default=5, help="minutes of each phase")
     parser.add_argument("--settle", type=float, default=120, help="seconds after the last session, for the RSS")
     parser.add_argument("--out", type=Path, help="where to write the JSON report")
+    parser.add_argument("--session-timeout", type=int, metavar="SECONDS",
+                        help="Chainlit's session window (600 s shipped: a closed page's session is kept that long, "
+                             "in case it comes back)")
     args = parser.parse_args()
 
     from app.accounts import Accounts
@@ -333,7 +365,10 @@ def main() -> int:
     for user in [*users, HOSTILE]:
         accounts.add(user, SECRET.format(user))
     pdf_file = make_pdf(tmp / "big.pdf", 300)
-    app = LaunchedApp(build(tmp / "model"), tmp, "--data-dir", str(data), "--max-tokens", "32")
+    env = {}
+    if args.session_timeout is not None:
+        env["CHAINLIT_APP_ROOT"] = str(chainlit_root_with_session_timeout(tmp, args.session_timeout))
+    app = LaunchedApp(build(tmp / "model"), tmp, "--data-dir", str(data), "--max-tokens", "32", env=env)
     try:
         app.wait_http()
         print(f"app ready after {app.wait_ready():.1f}s", flush=True)
@@ -344,6 +379,7 @@ def main() -> int:
     for key in ("calm", "hostile"):
         report[key]["lost"] = lost_writes(data / "chats.db", report[key].pop("_tabs"))
     report.update({"sessions": args.sessions, "minutes": args.minutes, "settle_s": args.settle,
+                   "session_timeout_s": args.session_timeout or 600,
                    "command": " ".join(["python -m bench.load_run", *sys.argv[1:]])})
     text = json.dumps(report, indent=1)
     if args.out:
