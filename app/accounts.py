@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
 from app.errors import AccountError
-from app.private_files import PRIVATE_FILE_MODE, make_private_folder
+from app.private_files import PRIVATE_FILE_MODE, data_folder, make_private_folder
 
 if TYPE_CHECKING:
     from app.settings import HistorySettings
@@ -99,9 +99,7 @@ class Accounts:
     @classmethod
     def of(cls, history: HistorySettings) -> Accounts:
         """The users file of this data directory (--data-dir, else the user data directory)."""
-        from app.history.database import default_data_dir
-
-        return cls((history.data_dir or default_data_dir()).expanduser().resolve() / USERS_FILE_NAME)
+        return cls(data_folder(history) / USERS_FILE_NAME)
 
     # ----- reading --------------------------------------------------------------------------------------
     def all(self) -> dict[str, Account]:

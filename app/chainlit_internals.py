@@ -146,6 +146,13 @@ def use_files_directory(folder: Path) -> None:
     chainlit.server.FILES_DIRECTORY = folder
 
 
+def files_directory() -> Path:
+    """The folder ``use_files_directory`` gave Chainlit (this process's private one, 0700, removed at exit)."""
+    import chainlit.config
+
+    return Path(chainlit.config.FILES_DIRECTORY)
+
+
 def forget_chat_contexts_of_closed_sessions() -> int:
     """Chainlit keeps every chat's messages in a module-level dict (``chat_contexts``) and never removes them,
     even after it deletes the session; drop those whose session is gone. Returns how many were dropped."""

@@ -47,11 +47,13 @@ from app.conversation import (
     stats_line_values,
 )
 from app.documents.attach import configure_uploads, read_documents, relink_resumed_files
+from app.documents.fitting import fit_in_context
 from app.documents.followup import PASSAGES_OF, as_sent, needing_passages
-from app.documents.prompt import DOCUMENTS, Fit, apply, documents_of, fit_documents, render_turn
+from app.documents.prompt import DOCUMENTS, Fit, apply, documents_of, render_turn
 from app.engine_protocol import Sampling
 from app.engine_status import EngineState
-from app.errors import EngineUnavailable, PromptTooLongError, RequestRefused
+from app.errors import DocumentRefused, EngineUnavailable, PromptTooLongError, RequestRefused
+from app.heap import give_back_free_memory
 from app.history.chat_metadata import typed_settings
 from app.history.data_layer import session_user_identifier
 from app.history.presets import PresetStore
@@ -234,15 +236,16 @@ async def _fit_documents(rt: Runtime, message: cl.Message, documents: list[dict]
     most relevant to the question), with a line for each one that did not fit whole. What was used is kept with
     the message, so later prompts of this chat show that turn as the model saw it."""
     language = _language()
-
-    def fit() -> list[Fit]:
-        system = [{"role": "system", "content": system_prompt}] if system_prompt.strip() else []
-        question = template.encode(system + [{"role": "user", "content": render_turn(text, [])}])
-        return fit_documents(documents, text, rt.max_model_len - max_tokens - len(question), template.count)
-
-    fits = await asyncio.to_thread(fit)
+    system = [{"role": "system", "content": system_prompt}] if system_prompt.strip() else []
+    question = await asyncio.to_thread(template.encode, system + [{"role": "user", "content": render_turn(text, [])}])
+    try:
+        fits = await fit_in_context(documents, text, rt.max_model_len - max_tokens - len(question), rt.tokenizer,
+                                    template.count, owner=session_user_identifier())
+    except DocumentRefused as refused:  # the reader process that fits them failed: answered without them
+        await notice(t(language, f"doc_{refused.reason}", name=refused.name, **refused.values))
+        fits = [Fit(d["name"], 0, 0, used=[]) for d in documents]
     for each in fits:
-        if each.left_out:
+        if each.left_out and each.tokens:  # tokens 0: never counted (the line above said why)
             await notice(t(language, "doc_left_out", name=each.name, tokens=each.tokens, room=max(each.room, 0)))
         elif each.where is not None:
             where_kind, where = each.where
@@ -574,6 +577,7 @@ async def keep_forgetting_closed_chats(every_s: float = 60.0) -> None:
     while True:
         await asyncio.sleep(every_s)
         forget_closed_chats()
+        await asyncio.to_thread(give_back_free_memory)  # what they and the last minute's bursts freed (app/heap.py)
 
 
 async def _send_settings(rt: Runtime, values: dict[str, Any]) -> dict[str, Any]:

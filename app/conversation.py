@@ -14,6 +14,7 @@ from typing import Any, Optional
 from app.engine_protocol import Sampling
 from app.errors import PromptTooLongError
 from app.settings import SAMPLING_BOUNDS, Bound, ChatSettings
+from app.token_count import count_with
 
 Message = dict[str, str]  # {"role": "user" | "assistant" | "system", "content": str}
 
@@ -74,7 +75,7 @@ class ChatTemplate:
             return []
         backend = getattr(self._tokenizer, "backend_tokenizer", None)
         if backend is not None:  # a fast tokenizer: skip transformers' per-text wrapping (a third of the time)
-            return [len(encoding.ids) for encoding in backend.encode_batch(texts, add_special_tokens=False)]
+            return count_with(backend, texts)
         return [len(ids) for ids in self._tokenizer(texts, add_special_tokens=False)["input_ids"]]
 
 

@@ -10,10 +10,20 @@ one (CPU) alike. Every process, not only those vLLM named "VLLM::...": an engine
 its imports are done, and an app killed in its engine's first 15-25 s left an EngineCore of 640 MiB and vLLM's
 resource tracker running under PID 1 (issue 36 N5).
 
-    python -m app.orphan_guard APP_PID   # started by the app itself; stdin is the pipe
+A watcher killed with the app (a kill of both, the OOM killer) cannot do that, so it also keeps a record of what it
+notes in the app's data directory (``RECORDS``/<app pid>.json, rewritten when the set changes, removed when it has
+cleaned up). The next start on that data directory ends the processes of a record whose app is gone, each only once
+proven to be one the app left: the same pid and start time, the command line recorded (or vLLM's name for it, taken
+after it was recorded), and a parent that is not a living app's (PID 1, a subreaper above the app, or another
+process of the record). Other vLLM processes left under PID 1 (another data directory's, or an app too old to keep
+records) are only named, with the command to end them.
+
+    python -m app.orphan_guard APP_PID [RECORDS_FOLDER]   # started by the app itself; stdin is the pipe
 """
 from __future__ import annotations
 
+import contextlib
+import json
 import logging
 import os
 import re
@@ -25,10 +35,13 @@ import tempfile
 from pathlib import Path
 from typing import Optional
 
+from app.private_files import make_private_folder
+
 log = logging.getLogger("ernie_chat")
 
 FILES_PREFIX = "ernie-chat-files-"  # + the app's pid + "-": the private files folder (app/server.py)
 POLL_SECONDS = 0.5
+RECORDS = "app-processes"  # the folder, in the data directory, of each running app's record of its processes
 _FILES_FOLDER = re.compile(re.escape(FILES_PREFIX) + r"(\d+)-")
 
 
@@ -37,11 +50,13 @@ def is_engine_process(name: str, cmdline: str) -> bool:
     return name.startswith("VLLM") or cmdline.startswith("VLLM::")
 
 
-def start_watcher() -> Optional[subprocess.Popen]:
-    """Start the watcher for this process; None where it cannot run (then only a normal exit cleans up)."""
+def start_watcher(records: Optional[Path] = None) -> Optional[subprocess.Popen]:
+    """Start the watcher for this process, keeping its record in ``records`` (None: no record, nothing written);
+    None where it cannot run (then only a normal exit cleans up)."""
     try:
         # Its own session: Ctrl-C on the terminal reaches the app, which then closes the pipe itself.
-        return subprocess.Popen([sys.executable, "-m", "app.orphan_guard", str(os.getpid())],
+        return subprocess.Popen([sys.executable, "-m", "app.orphan_guard", str(os.getpid()),
+                                 *([str(records)] if records else [])],
                                 stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                 start_new_session=True, cwd=Path(__file__).resolve().parent.parent)
     except OSError as err:
@@ -60,18 +75,41 @@ def stop_watcher(watcher: Optional[subprocess.Popen]) -> None:
         watcher.kill()
 
 
-def _app_processes(app) -> dict[int, float]:
-    """Every process below the app but this watcher: pid -> start time."""
+def _app_processes(app) -> dict[int, tuple[float, str]]:
+    """Every process below the app but this watcher: pid -> (start time, command line)."""
     import psutil
 
-    found: dict[int, float] = {}
+    found: dict[int, tuple[float, str]] = {}
     for process in app.children(recursive=True):
         try:
             if process.pid != os.getpid():
-                found[process.pid] = process.create_time()
+                found[process.pid] = (process.create_time(), " ".join(process.cmdline()))
         except psutil.Error:
             pass
     return found
+
+
+class _Record:
+    """The watcher's record of the app's processes, in the data directory (see the module's doc)."""
+
+    def __init__(self, folder: Path, app) -> None:
+        self.path = folder / f"{app.pid}.json"
+        self.app = {"pid": app.pid, "started": app.create_time()}
+        self.written: Optional[dict[int, tuple[float, str]]] = None
+        make_private_folder(folder)  # private, as the data directory the database makes
+
+    def write(self, processes: dict[int, tuple[float, str]]) -> None:
+        if processes == self.written:
+            return
+        entries = [{"pid": pid, "started": started, "cmdline": cmdline}
+                   for pid, (started, cmdline) in processes.items()]
+        part = self.path.with_suffix(".part")
+        part.write_text(json.dumps({"app": self.app, "processes": entries}))
+        os.replace(part, self.path)  # whole or not at all: the next start may read it at any moment
+        self.written = dict(processes)
+
+    def remove(self) -> None:
+        self.path.unlink(missing_ok=True)
 
 
 def _kill(seen: dict[int, float]) -> None:
@@ -86,8 +124,9 @@ def _kill(seen: dict[int, float]) -> None:
             pass
 
 
-def watch(app_pid: int) -> None:
-    """Note the app's processes until stdin closes, then kill those still running."""
+def watch(app_pid: int, records: Optional[Path] = None) -> None:
+    """Note the app's processes (in a record in ``records``, if given) until stdin closes, then kill those still
+    running and remove the record."""
     import psutil
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the app decides when this ends, by closing the pipe
@@ -95,16 +134,26 @@ def watch(app_pid: int) -> None:
         app = psutil.Process(app_pid)
     except psutil.NoSuchProcess:
         return
+    record = None
+    if records is not None:
+        with contextlib.suppress(OSError):  # a data directory it cannot write to: it still watches
+            record = _Record(records, app)
     seen: dict[int, float] = {}
     while True:
         readable, _, _ = select.select([sys.stdin], [], [], POLL_SECONDS)
         if readable and not os.read(sys.stdin.fileno(), 4096):  # EOF: the app closed it, or died
             break
         try:
-            seen.update(_app_processes(app))
+            now = _app_processes(app)
         except psutil.NoSuchProcess:
             break
+        seen.update({pid: started for pid, (started, _) in now.items()})
+        if record:
+            with contextlib.suppress(OSError):  # a full disk: the watcher still kills at the end
+                record.write(now)
     _kill(seen)
+    if record:
+        record.remove()
 
 
 def _pid_alive(pid: int) -> bool:
@@ -117,10 +166,74 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
-def clean_leftovers() -> None:
-    """At start: remove the files folders of apps that are gone, and name vLLM processes that an earlier crash
-    left running (their parent is PID 1), with what they hold and how to stop them, in one line."""
+def _running(pid: int, started: float) -> bool:
     import psutil
+
+    try:
+        process = psutil.Process(pid)
+        return process.create_time() == started and process.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+def _proven_left(record: dict) -> list:
+    """The processes of a dead app's record still running, each proven to be one it left (see the module's doc)."""
+    import psutil
+
+    recorded = {entry["pid"]: entry for entry in record["processes"]}
+    left = []
+    for pid, entry in recorded.items():
+        try:
+            process = psutil.Process(pid)
+            if not _running(pid, entry["started"]):
+                continue  # gone (or its pid is another process's now)
+            cmdline = " ".join(process.cmdline())
+            if cmdline != entry["cmdline"] and not is_engine_process(process.name(), cmdline):
+                continue
+            parent = process.parent()
+            if parent is None or parent.pid == 1 or parent.pid in recorded \
+                    or parent.create_time() < record["app"]["started"]:  # adopted by a subreaper above the app
+                left.append(process)
+        except psutil.Error:
+            pass
+    return left
+
+
+def end_left_processes(records: Path) -> int:
+    """At start: end the processes that apps on this data directory left running when they were killed with their
+    watcher; remove those apps' records. A record whose app still runs (another app on the same data directory)
+    is left alone. How many processes were ended."""
+    import psutil
+
+    ended = []
+    for path in sorted(records.glob("*.json")) if records.is_dir() else []:
+        try:
+            record = json.loads(path.read_text())
+            if _running(record["app"]["pid"], record["app"]["started"]):
+                continue
+            left = _proven_left(record)
+        except (OSError, ValueError, KeyError, TypeError):  # a damaged record proves nothing
+            left = []
+        for process in left:
+            with contextlib.suppress(psutil.Error):
+                process.kill()
+        psutil.wait_procs(left, timeout=5)
+        ended += left
+        path.unlink(missing_ok=True)
+    if ended:
+        log.warning("ended %d process(es) that an earlier run on this data directory left running when it was "
+                    "killed: %s", len(ended), " ".join(str(p.pid) for p in ended))
+    return len(ended)
+
+
+def clean_leftovers(records: Optional[Path] = None) -> None:
+    """At start: remove the files folders of apps that are gone, end the processes a killed app on this data
+    directory left (``records``: its watchers' records; None with --no-history), and name other vLLM processes
+    that an earlier crash left running (their parent is PID 1), with what they hold and how to stop them."""
+    import psutil
+
+    if records is not None:
+        end_left_processes(records)
 
     removed = 0
     for folder in Path(tempfile.gettempdir()).glob(FILES_PREFIX + "*"):
@@ -148,4 +261,4 @@ def clean_leftovers() -> None:
 
 
 if __name__ == "__main__":
-    watch(int(sys.argv[1]))
+    watch(int(sys.argv[1]), Path(sys.argv[2]) if len(sys.argv) > 2 else None)

@@ -1,4 +1,5 @@
-"""The app's files that only this user may read: folders 0700, files 0600, whatever the umask.
+"""The app's files: where its data directory is, and files only this user may read (folders 0700, files 0600,
+whatever the umask).
 
 Chats, their exports, the users file, the log (chat titles, user names) and the page's per-process files are
 written here, by this user, on machines other users may share. ``mkdir`` and ``open`` take their mode through the
@@ -13,13 +14,30 @@ import logging
 import os
 import stat
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from app.errors import ErnieChatError
+
+if TYPE_CHECKING:
+    from app.settings import HistorySettings
 
 log = logging.getLogger("ernie_chat.files")
 
 PRIVATE_FOLDER_MODE = 0o700
 PRIVATE_FILE_MODE = 0o600
+APP_DIR_NAME = "ernie-chat"
+
+
+def default_data_dir() -> Path:
+    """The user data directory (platformdirs: ~/.local/share/ernie-chat on Linux)."""
+    from platformdirs import user_data_dir
+
+    return Path(user_data_dir(APP_DIR_NAME, appauthor=False))
+
+
+def data_folder(settings: HistorySettings) -> Path:
+    """The data directory: --data-dir, else the user data directory."""
+    return (settings.data_dir or default_data_dir()).expanduser().resolve()
 
 
 def make_private_folder(folder: Path, own: bool = False) -> None:

@@ -10,11 +10,12 @@ import secrets
 import signal
 import sys
 import threading
+from pathlib import Path
 from typing import Optional
 
 from app.engine_plan import EnginePlan
 from app.errors import ErnieChatError
-from app.orphan_guard import clean_leftovers, start_watcher, stop_watcher
+from app.orphan_guard import RECORDS, clean_leftovers, start_watcher, stop_watcher
 from app.progress import StartProgressBar
 from app.runtime import Runtime, build_runtime
 from app.settings import PROJECT_ROOT, AppSettings
@@ -43,7 +44,8 @@ def serve(settings: AppSettings, plan: EnginePlan, launched_at: float) -> int:
         # torch's C++ warnings bypass logging (e.g. the CPU worker's "bound to these NUMA nodes" note).
         os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "ERROR")
     log.info("%s (pid %d)", RUN_MARKER, os.getpid(), extra=FILE_ONLY)
-    clean_leftovers()
+    records = _process_records(settings)
+    clean_leftovers(records)
     failure: list[ErnieChatError] = []
 
     def fatal(line: str) -> None:
@@ -72,7 +74,7 @@ def serve(settings: AppSettings, plan: EnginePlan, launched_at: float) -> int:
     _tell_runtime_on_signal(server, runtime)
     _become_subreaper()
     _quiet_resource_tracker()
-    watcher = start_watcher()
+    watcher = start_watcher(records)
     _run_until_signal(server, runtime)
     _reap_engine_processes(keep=watcher.pid if watcher else None)
     stop_watcher(watcher)
@@ -80,6 +82,14 @@ def serve(settings: AppSettings, plan: EnginePlan, launched_at: float) -> int:
     if failure:
         raise failure[0]
     return 0
+
+
+def _process_records(settings: AppSettings) -> Optional[Path]:
+    """Where this app's watcher records its processes, for the next start to end what a kill left
+    (app/orphan_guard.py): the data directory's; None with --no-history, which writes nothing to disk."""
+    from app.private_files import data_folder
+
+    return data_folder(settings.history) / RECORDS if settings.history.history else None
 
 
 def _public_url(settings: AppSettings) -> str:

@@ -389,6 +389,47 @@ async def answer_over_socket(app, client: httpx.Client, thread_id: str, text: st
         await sio.disconnect()
 
 
+def upload_request(session_id: str, name: str, body: bytes) -> dict:
+    """The arguments of ``client.post`` that send a file to Chainlit's upload route as the page sends it. The
+    multipart body is written by hand: httpx escapes control characters in a file name, a hostile client need not."""
+    boundary = uuid.uuid4().hex
+    form = (f'--{boundary}\r\nContent-Disposition: form-data; name="file"; filename="{name}"\r\n'
+            f"Content-Type: text/plain\r\n\r\n").encode() + body + f"\r\n--{boundary}--\r\n".encode()
+    return {"url": "/project/file", "params": {"session_id": session_id}, "content": form,
+            "headers": {"Content-Type": f"multipart/form-data; boundary={boundary}"}}
+
+
+def upload(client: httpx.Client, session_id: str, name: str, body: bytes) -> str:
+    """A file uploaded to the tab ``session_id``; its id."""
+    answer = client.post(**upload_request(session_id, name, body))
+    assert answer.status_code == 200, answer.text
+    return answer.json()["id"]
+
+
+async def send_and_wait(app, client: httpx.Client, thread_id: str, message: dict,
+                        files: tuple[tuple[str, bytes], ...] = (), wait_s: float = 180) -> str:
+    """Send ``message`` (the page's fields, overridden by what is given) down the socket, with ``files`` (name,
+    contents) uploaded first; its finished answer (within ``wait_s``)."""
+    events: list = []
+    session_id = str(uuid.uuid4())
+    sio = await socket_connect(app, client, thread_id, events, session_id=session_id)
+    try:
+        references = [{"id": upload(client, session_id, name, body)} for name, body in files]
+        await sio.emit("client_message", {"message": {
+            "id": str(uuid.uuid4()), "threadId": thread_id, "type": "user_message", "name": "alice",
+            "output": "what is in the file?", "createdAt": time.strftime("%Y-%m-%dT%H:%M:%S.000Z", time.gmtime()),
+            "metadata": {"location": app.url}, **message}, "fileReferences": references})
+        deadline = time.monotonic() + wait_s
+        while time.monotonic() < deadline:
+            answer = finished_answer(events)
+            if answer is not None:
+                return answer
+            await asyncio.sleep(0.2)
+        raise AssertionError(f"no answer; events: {[e for e, _ in events][-10:]}")
+    finally:
+        await sio.disconnect()
+
+
 async def logged_in_user(layer, identifier: str):
     """A user made as Chainlit makes one at login, and set as the current request's user (whom the data layer
     checks and stamps on new chats)."""

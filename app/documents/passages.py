@@ -17,6 +17,7 @@ from typing import Optional
 
 JOIN_TOKENS = 4
 CHUNK_CHARS = 1500  # ~400 tokens: small enough to pick precisely, large enough to keep a paragraph whole
+COUNT_BATCH = 32  # chunks counted at a time while choosing
 _CJK = re.compile(r"([\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\u3040-\u30ff\uac00-\ud7af])")
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)
 
@@ -101,14 +102,23 @@ def rank(chunks: Sequence[Chunk], question: str) -> list[int]:
 def select(chunks: Sequence[Chunk], question: str, budget: int,
            count: Callable[[list[str]], list[int]]) -> list[int]:
     """The most relevant chunks whose tokens (``count``, headers included) fit in ``budget``, in document order;
-    when no chunk matches the question (or it has no words), the document's beginning."""
-    # + JOIN_TOKENS: the newline before a chunk and the "[...]" mark of a gap, so the joined text keeps to budget
-    costs = [cost + JOIN_TOKENS for cost in count([heading(c) + c.text for c in chunks])]
+    when no chunk matches the question (or it has no words), the document's beginning.
+
+    Chunks are counted in order of relevance, a batch at a time, until a whole batch adds none: a document of
+    millions of characters is not tokenized to its end to fill a room of a few thousand tokens."""
+    order = rank(chunks, question) or list(range(len(chunks)))
     chosen, spent = [], 0
-    for index in rank(chunks, question) or range(len(chunks)):
-        if spent + costs[index] <= budget:
-            chosen.append(index)
-            spent += costs[index]
+    for start in range(0, len(order), COUNT_BATCH):
+        batch = order[start:start + COUNT_BATCH]
+        added = False
+        # + JOIN_TOKENS: the newline before a chunk and the "[...]" mark of a gap, so the joined text keeps to budget
+        for index, cost in zip(batch, count([heading(chunks[i]) + chunks[i].text for i in batch]), strict=True):
+            if spent + cost + JOIN_TOKENS <= budget:
+                chosen.append(index)
+                spent += cost + JOIN_TOKENS
+                added = True
+        if not added:
+            break
     return sorted(chosen)
 
 

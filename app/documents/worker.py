@@ -1,8 +1,11 @@
-"""Extraction in a short-lived process of its own: a hostile file can neither hang the app nor bloat it.
+"""Document work in a short-lived process of its own: a hostile file can neither hang the app nor bloat it.
 
-The app runs ``python -m app.documents.worker`` per file (``read_in_worker``), sends the request as JSON on stdin and
-reads one JSON answer on stdout. The child caps its own address space (resource.RLIMIT_AS) and CPU time before it
-touches the file; the parent kills it at the wall-clock limit. Either way the chat gets one line.
+The app runs ``python -m app.documents.worker`` per job, sends the request as JSON on stdin and reads one JSON
+answer on stdout. Two jobs: reading a file's text (``read_in_worker``), and fitting a message's documents into the
+context (``fit_in_worker``; app/documents/fitting.py), which tokenizes them whole and passage by passage: in the
+app's own process that grew it by gigabytes that it kept (issue 36, N9). The child caps its own address space
+(resource.RLIMIT_AS) and CPU time before it starts; the parent kills it at the wall-clock limit. Either way the chat
+gets one line.
 """
 from __future__ import annotations
 
@@ -33,17 +36,30 @@ async def read_in_worker(path: Path, name: str, kind: Kind, max_chars: int, seco
                          memory_bytes: int = EXTRACT_MEMORY_BYTES, owner: Optional[str] = None) -> dict[str, Any]:
     """The file's text as ``{"text", "page_starts", "truncated"}``; raises DocumentRefused. ``owner``: the user it
     is read for (their turn among the users waiting for a worker)."""
+    request = {"job": "read", "path": str(path), "name": name, "kind": kind.value, "max_chars": max_chars}
     async with _WORKER_SLOTS.slot(owner=owner):
-        return await _read(path, name, kind, max_chars, seconds, memory_bytes)
+        return await _run(request, name, seconds, memory_bytes)
 
 
-async def _read(path: Path, name: str, kind: Kind, max_chars: int, seconds: float,
-                memory_bytes: int) -> dict[str, Any]:
-    request = json.dumps({"path": str(path), "name": name, "kind": kind.value, "max_chars": max_chars,
-                          "memory_bytes": memory_bytes, "seconds": seconds}).encode()
+async def fit_in_worker(documents: list[dict[str, Any]], question: str, room: int, tokenizer_file: Path,
+                        seconds: float = EXTRACT_SECONDS, memory_bytes: int = EXTRACT_MEMORY_BYTES,
+                        owner: Optional[str] = None) -> list[dict[str, Any]]:
+    """app/documents/prompt.py's ``fit_documents`` run in a worker with the tokenizer saved in ``tokenizer_file``:
+    the fits as dicts; raises DocumentRefused (named by the documents' names) when the worker fails."""
+    request = {"job": "fit", "documents": documents, "question": question, "room": room,
+               "tokenizer_file": str(tokenizer_file)}
+    async with _WORKER_SLOTS.slot(owner=owner):
+        return await _run(request, ", ".join(str(d.get("name")) for d in documents), seconds, memory_bytes)
+
+
+async def _run(job: dict[str, Any], name: str, seconds: float, memory_bytes: int) -> Any:
+    request = json.dumps({**job, "memory_bytes": memory_bytes, "seconds": seconds}).encode()
+    # One thread for the tokenizer: its thread pool would take every core, and reserve memory per thread that
+    # counts against the address-space cap.
+    env = {**os.environ, "TOKENIZERS_PARALLELISM": "false", "RAYON_NUM_THREADS": "1"}
     child = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "app.documents.worker", cwd=ROOT, stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, start_new_session=True)
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, start_new_session=True, env=env)
     try:
         out, err = await asyncio.wait_for(child.communicate(request), seconds)
     except asyncio.TimeoutError:
@@ -74,21 +90,31 @@ def _cap_resources(memory_bytes: int, seconds: float) -> None:
     resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu))
 
 
+def _extract(request: dict[str, Any]) -> dict[str, Any]:
+    from app.documents.extract import extract  # a failure here (the cap too small to import) is a crash: see _run
+
+    found = extract(Path(request["path"]), request["name"], Kind(request["kind"]), request["max_chars"])
+    return {"text": found.text, "page_starts": found.page_starts, "truncated": found.truncated}
+
+
+def _fit(request: dict[str, Any]) -> list[dict[str, Any]]:
+    from app.documents.fitting import fit_with_tokenizer_file
+
+    return fit_with_tokenizer_file(request["documents"], request["question"], request["room"],
+                                   Path(request["tokenizer_file"]))
+
+
 def main() -> int:
     request = json.loads(sys.stdin.buffer.read())
     _cap_resources(request["memory_bytes"], request["seconds"])
-    from app.documents.extract import extract  # a failure here (the cap too small to import) is a crash: see above
-
     try:
-        found = extract(Path(request["path"]), request["name"], Kind(request["kind"]), request["max_chars"])
-        answer: dict[str, Any] = {"ok": {"text": found.text, "page_starts": found.page_starts,
-                                         "truncated": found.truncated}}
+        answer: dict[str, Any] = {"ok": _fit(request) if request.get("job") == "fit" else _extract(request)}
     except DocumentRefused as refused:
         answer = {"refused": {"reason": refused.reason, "values": refused.values}}
     except MemoryError:
         answer = {"refused": {"reason": "too_much_memory", "values": {"limit": request["memory_bytes"] // MIB}}}
     except Exception as err:  # noqa: BLE001 - any other parser failure is a file that cannot be read, said in one line
-        answer = {"refused": {"reason": "corrupt", "values": {"kind": request["kind"].upper(),
+        answer = {"refused": {"reason": "corrupt", "values": {"kind": request.get("kind", "text").upper(),
                                                               "detail": type(err).__name__}}}
     sys.stdout.buffer.write(json.dumps(answer, ensure_ascii=False).encode())  # UTF-8 whatever the locale
     return 0

@@ -9,6 +9,7 @@ ASGI in front of Chainlit's /login, /logout, every route and the socket; ``Faile
 """
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import logging
 import math
@@ -133,6 +134,8 @@ def _without_login(headers: Headers) -> list[tuple[bytes, bytes]]:
 # (app/guards/identity.py), ~0.1 s each: a login waits at most about a second behind others, and a flood from many
 # addresses queues no more work than this.
 MAX_LOGINS_AT_ONCE = 8
+# Seconds a refusal is held before it is answered (too many failures: at most the client's wait).
+REFUSAL_HOLD_S = 1.0
 
 
 class LoginGuard:
@@ -143,9 +146,10 @@ class LoginGuard:
     rewrites the scope's client before this sees it)."""
 
     def __init__(self, app, policy: LoginPolicy, failures: FailedLogins, revoked: RevokedTokens,
-                 root_path: str = "", max_at_once: int = MAX_LOGINS_AT_ONCE) -> None:
+                 root_path: str = "", max_at_once: int = MAX_LOGINS_AT_ONCE,
+                 refusal_hold_s: float = REFUSAL_HOLD_S) -> None:
         self.app, self.policy, self.failures, self.revoked = app, policy, failures, revoked
-        self.root_path, self.max_at_once = root_path, max_at_once
+        self.root_path, self.max_at_once, self.refusal_hold_s = root_path, max_at_once, refusal_hold_s
         self.checking = 0
 
     def _ended(self, token: str) -> bool:
@@ -174,12 +178,17 @@ class LoginGuard:
 
     async def _login(self, scope, receive, send) -> None:
         client = (scope.get("client") or ("unknown", 0))[0]
+        # Refusals are held before they are answered: a script that asked again on every refusal got ~300 of them a
+        # second out of the app during a flood (bench/load_run.py, 2026-12-06), most of them "being checked". Held,
+        # it gets about one a second per connection; the wait costs a sleeping task, no CPU.
         wait = self.failures.wait_left(client)
         if wait > 0:
             seconds = math.ceil(wait)
+            await asyncio.sleep(min(wait, self.refusal_hold_s))
             await _too_many(send, seconds, f"too many failed logins; try again in {seconds} s")
             return
         if self.checking >= self.max_at_once:  # not counted against this client: nothing of it was tried
+            await asyncio.sleep(self.refusal_hold_s)
             await _too_many(send, 1, f"{self.max_at_once} logins are being checked; try again in 1 s")
             return
         self.failures.failed(client)  # counted as it comes in, before its secret is hashed; a success clears it

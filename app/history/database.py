@@ -27,11 +27,10 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_en
 
 from app.errors import HistoryDatabaseError
 from app.history.schema import MIGRATIONS, SCHEMA_VERSION, meta, metadata
-from app.private_files import create_private_file, make_private_folder
+from app.private_files import create_private_file, data_folder, make_private_folder
 from app.settings import HistorySettings
 
 log = logging.getLogger("ernie_chat.history")
-APP_DIR_NAME = "ernie-chat"
 DB_FILE_NAME = "chats.db"
 # A writer waits this long for another connection's lock before SQLite reports "database is locked".
 # Our own writes are serialised (app/history/writer.py); this covers export/import run beside the app.
@@ -57,12 +56,6 @@ class DatabaseLocation:
         return make_url(self.url).render_as_string(hide_password=True)
 
 
-def default_data_dir() -> Path:
-    from platformdirs import user_data_dir
-
-    return Path(user_data_dir(APP_DIR_NAME, appauthor=False))
-
-
 def locate(settings: HistorySettings) -> Optional[DatabaseLocation]:
     """None with --no-history (nothing is written anywhere); else the database to use."""
     if not settings.history:
@@ -73,7 +66,7 @@ def locate(settings: HistorySettings) -> Optional[DatabaseLocation]:
             path = url.split(":///", 1)[1].split("?", 1)[0]
             return DatabaseLocation(url, Path(path.removeprefix("file:")))
         return DatabaseLocation(url)
-    path = (settings.data_dir or default_data_dir()).expanduser().resolve() / DB_FILE_NAME
+    path = data_folder(settings) / DB_FILE_NAME
     return DatabaseLocation(f"sqlite+aiosqlite:///{path}", path, own_folder=settings.data_dir is None)
 
 

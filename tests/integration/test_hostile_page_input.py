@@ -14,7 +14,7 @@ import httpx
 import pytest
 
 from app.accounts import Accounts
-from tests.helpers import finished_answer, running_app, socket_connect
+from tests.helpers import finished_answer, running_app, send_and_wait, socket_connect
 
 pytestmark = pytest.mark.timeout(600)
 SECRETS = {"alice": "alices-own-secret", "bob": "bobs-own-secret"}
@@ -25,42 +25,6 @@ def login(app, user: str) -> httpx.Client:
     client = httpx.Client(base_url=app.url, timeout=30)
     assert client.post("/login", data={"username": user, "password": SECRETS[user]}).status_code == 200
     return client
-
-
-def upload(client: httpx.Client, session_id: str, name: str, body: bytes) -> str:
-    """A file sent to Chainlit's upload route as the page sends it; its id. The multipart body is written by hand:
-    httpx escapes control characters in a file name, a hostile client need not."""
-    boundary = uuid.uuid4().hex
-    form = (f'--{boundary}\r\nContent-Disposition: form-data; name="file"; filename="{name}"\r\n'
-            f"Content-Type: text/plain\r\n\r\n").encode() + body + f"\r\n--{boundary}--\r\n".encode()
-    answer = client.post("/project/file", params={"session_id": session_id}, content=form,
-                         headers={"Content-Type": f"multipart/form-data; boundary={boundary}"})
-    assert answer.status_code == 200, answer.text
-    return answer.json()["id"]
-
-
-async def send_and_wait(app, client: httpx.Client, thread_id: str, message: dict,
-                        files: tuple[tuple[str, bytes], ...] = ()) -> str:
-    """Send ``message`` (the page's fields, overridden by what is given) down the socket, with ``files`` (name,
-    contents) uploaded first; its finished answer."""
-    events: list = []
-    session_id = str(uuid.uuid4())
-    sio = await socket_connect(app, client, thread_id, events, session_id=session_id)
-    try:
-        references = [{"id": upload(client, session_id, name, body)} for name, body in files]
-        await sio.emit("client_message", {"message": {
-            "id": str(uuid.uuid4()), "threadId": thread_id, "type": "user_message", "name": "alice",
-            "output": "what is in the file?", "createdAt": time.strftime("%Y-%m-%dT%H:%M:%S.000Z", time.gmtime()),
-            "metadata": {"location": app.url}, **message}, "fileReferences": references})
-        deadline = time.monotonic() + 180
-        while time.monotonic() < deadline:
-            answer = finished_answer(events)
-            if answer is not None:
-                return answer
-            await asyncio.sleep(0.2)
-        raise AssertionError(f"no answer; events: {[e for e, _ in events][-10:]}")
-    finally:
-        await sio.disconnect()
 
 
 def stored_step(db, step_id: str) -> tuple[str, dict]:

@@ -46,7 +46,9 @@ def test_guesses_sent_at_once_from_one_address_are_counted_before_any_is_hashed(
     statuses = asyncio.run(guesses(app, "127.0.1.1", 200))
     seconds = time.monotonic() - started
     checked = statuses.count(401)
-    assert checked <= 5 and statuses.count(429) == 200 - checked, sorted(set(statuses))
+    # 5 free tries; a sixth may come in after the address's 1-s wait, as the 200 refusals are held up to a second
+    # each and the client opens a connection for every one (on f9ee3fd 104 of 200 were checked).
+    assert checked <= 6 and statuses.count(429) == 200 - checked, sorted(set(statuses))
     print(f"200 guesses at once from one address: {checked} checked, {statuses.count(429)} refused, {seconds:.1f} s")
     # Alice, from her own address, logs in at once.
     with httpx.Client(base_url=app.url, timeout=30) as alice:

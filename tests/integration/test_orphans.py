@@ -1,9 +1,13 @@
 """Nothing of the app outlives it: `kill -9` of the app while it answers leaves no vLLM process running (they were
 re-parented to PID 1 and kept 4.6 GB and a core busy), and the next start removes the files folder it left."""
+import contextlib
+import subprocess
+import sys
 import threading
 import time
 
 import httpx
+import psutil
 import pytest
 
 from app.orphan_guard import FILES_PREFIX
@@ -97,3 +101,66 @@ def test_kill_9_while_the_engine_process_starts_leaves_nothing(tiny_model_dir, t
         assert not left, f"outlived the killed app: {left}"
     finally:
         app.kill()
+
+
+# A process that only looks like a left engine: vLLM's process name, under PID 1 (double fork), not this data dir's.
+LOOKALIKE = ("import os, sys, time, setproctitle\n"
+             "if os.fork():\n    os._exit(0)\n"
+             "os.setsid()\nsetproctitle.setproctitle('VLLM::EngineCore')\n"
+             "open(sys.argv[1], 'w').write(str(os.getpid()))\ntime.sleep(600)\n")
+
+
+def lookalike(tmp_path) -> psutil.Process:
+    pid_file = tmp_path / "lookalike.pid"
+    subprocess.run([sys.executable, "-c", LOOKALIKE, str(pid_file)], check=True, timeout=30)
+    deadline = time.time() + 10
+    while not pid_file.exists() or not pid_file.read_text():
+        assert time.time() < deadline, "the look-alike process did not start"
+        time.sleep(0.05)
+    process = psutil.Process(int(pid_file.read_text()))
+    assert process.name().startswith("VLLM")
+    return process
+
+
+def test_a_start_ends_what_a_killed_app_and_watcher_left_on_its_data_dir_only(tiny_model_dir, tmp_path):
+    """Issue 36 N5: killed together with its watcher (a kill of both, the OOM killer), the app left its engine
+    processes running, and the next start only named them. Now the next start on the same data directory ends
+    them, proven from the dead app's record; a process that only looks like one (vLLM's name, under PID 1) stays."""
+    from app.orphan_guard import POLL_SECONDS
+
+    data = tmp_path / "data"
+    for run in ("first", "second"):
+        (tmp_path / run).mkdir()
+    first = LaunchedApp(tiny_model_dir, tmp_path / "first", "--data-dir", str(data))
+    second, other, left = None, None, []
+    try:
+        first.wait_http()
+        first.wait_ready()
+        below = psutil.Process(first.proc.pid).children(recursive=True)
+        watchers = [p for p in below if "app.orphan_guard" in " ".join(p.cmdline())]
+        left = [p for p in below if p not in watchers]
+        assert watchers and engine_processes(first.proc.pid), "no watcher or no engine process under the app"
+        time.sleep(4 * POLL_SECONDS)  # the watcher has noted (and recorded) them
+        for process in watchers:
+            process.kill()
+        first.proc.kill()
+        first.proc.wait(10)
+        time.sleep(2)
+        assert [p for p in left if alive(p)], "nothing was left running: this run does not test a start's cleanup"
+        other = lookalike(tmp_path)
+
+        second = LaunchedApp(tiny_model_dir, tmp_path / "second", "--data-dir", str(data))
+        second.wait_http()
+        still = [f"{p.pid} {p.name()}" for p in left if alive(p)]
+        assert not still, f"the second start left them running: {still}"
+        assert alive(other), "a process that only has vLLM's name was ended"
+        log = (tmp_path / "second" / "llm.log").read_text()
+        assert "that an earlier run on this data directory left running when it was killed" in log
+    finally:
+        for process in [*left, *([other] if other else [])]:
+            with contextlib.suppress(psutil.Error):
+                process.kill()
+        first.kill()
+        if second is not None:
+            second.stop()
+            second.kill()

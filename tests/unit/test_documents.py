@@ -304,3 +304,51 @@ def test_malformed_documents_in_a_stored_message_are_skipped_not_fatal():
     assert documents_of({"documents": "abc"}) == [] and documents_of("not a dict") == []
     # passage numbers past the document's chunks (a hand-edited file) are left out, not an IndexError
     assert "kept" not in render_turn("q", [{**good, "used": [5]}]) and render_turn("q", [{**good, "used": [0, 9]}])
+
+
+def test_large_documents_are_fitted_in_a_reader_process_with_the_apps_tokenizer(tmp_path, monkeypatch):
+    """Issue 36 N9: fitting large documents tokenized them in the app's own process, which kept the memory. Above
+    IN_APP_CHARS a reader process fits them, with the app's tokenizer from a file, to the same fits; below it the
+    app fits them itself (no process to wait for)."""
+    from app.chainlit_internals import use_files_directory
+    from app.conversation import ChatTemplate
+    from app.documents import fitting, worker
+    from tests.tiny_model import build_tokenizer
+
+    tokenizer = build_tokenizer(tmp_path / "tokenizer")
+    (tmp_path / "files").mkdir()
+    use_files_directory(tmp_path / "files")
+    large = [{"name": "large.txt", "text": long_text() * 8}, {"name": "small.txt", "text": "tiny note"}]
+    assert sum(len(d["text"]) for d in large) > fitting.IN_APP_CHARS
+    question, count = "What is the access code?", ChatTemplate(tokenizer).count
+    jobs: list[str] = []
+    real_run = worker._run
+
+    async def counted(job, *args):
+        jobs.append(job["job"])
+        return await real_run(job, *args)
+
+    monkeypatch.setattr(worker, "_run", counted)
+    fits = asyncio.run(fitting.fit_in_context(large, question, 1500, tokenizer, count))
+    assert jobs == ["fit"] and (tmp_path / "files" / fitting.TOKENIZER_FILE).exists()
+    assert fits == fit_documents(large, question, 1500, count)
+    assert fits[0].where[0] == "lines" and fits[1].used is None
+    small = [{"name": "small.txt", "text": "tiny note"}]
+    assert asyncio.run(fitting.fit_in_context(small, question, 1500, tokenizer, count)) == \
+        fit_documents(small, question, 1500, count)
+    assert jobs == ["fit"]  # the small one was fitted in the app
+
+
+def test_choosing_passages_counts_only_what_it_may_choose():
+    """A document far larger than the room is counted in order of relevance until a batch adds nothing, not to its
+    end (issue 36, N9: the reader process spent its turn tokenizing millions of characters for a few thousand)."""
+    counted: list[int] = []
+
+    def spy(texts):
+        counted.append(sum(len(t) for t in texts))
+        return words(texts)
+
+    chunks = passages.chunk(long_text(lines=40_000, needle_at=30_000))
+    chosen = passages.select(chunks, "What is the access code?", 500, spy)
+    assert any("7731-KESTREL" in chunks[i].text for i in chosen)
+    assert sum(counted) < sum(len(c.text) for c in chunks) / 10

@@ -44,3 +44,61 @@ def test_only_the_files_folders_of_gone_apps_are_removed(monkeypatch, tmp_path):
         folder.mkdir()
     clean_leftovers()
     assert not gone.exists() and running.exists() and other.exists()  # pid 1 lives; no pid: not ours to judge
+
+
+# A process left under PID 1 (double fork) that writes its pid to argv[1]; its own session, as vLLM's engine's.
+LEFT = ("import os, sys, time\n"
+        "if os.fork():\n    os._exit(0)\n"
+        "os.setsid()\nopen(sys.argv[1], 'w').write(str(os.getpid()))\ntime.sleep(120)\n")
+
+
+def left_process(tmp_path, name):
+    import subprocess
+    import sys
+    import time
+
+    pid_file = tmp_path / f"{name}.pid"
+    subprocess.run([sys.executable, "-c", LEFT, str(pid_file)], check=True, timeout=30)
+    deadline = time.time() + 10
+    while not (pid_file.exists() and pid_file.read_text()):
+        assert time.time() < deadline
+        time.sleep(0.02)
+    return psutil.Process(int(pid_file.read_text()))
+
+
+def record_of(app, *processes, **changed):
+    return {"app": app, "processes": [{"pid": p.pid, "started": p.create_time(), "cmdline": " ".join(p.cmdline()),
+                                       **changed} for p in processes]}
+
+
+def test_a_start_ends_only_what_a_dead_apps_record_proves_it_left(tmp_path, caplog):
+    """Issue 36 N5: processes a killed app (and its killed watcher) left on this data directory are ended at the
+    next start, each proven by its pid and start time, its command line and its parent; a record whose app still
+    runs (another app on the same data directory) and a process whose pid or command line do not match stay."""
+    import json
+
+    from app.orphan_guard import end_left_processes
+
+    left, other_start, other_cmdline, live_apps = (left_process(tmp_path, n) for n in ("a", "b", "c", "d"))
+    dead_app = {"pid": 2**22 + 1, "started": 1.0}  # no such process
+    me = psutil.Process()
+    records = tmp_path / "records"
+    records.mkdir()
+    (records / "1.json").write_text(json.dumps(record_of(dead_app, left)))
+    (records / "2.json").write_text(json.dumps(record_of(dead_app, other_start, started=1.0)))
+    (records / "3.json").write_text(json.dumps(record_of(dead_app, other_cmdline, cmdline="python -m elsewhere")))
+    (records / "4.json").write_text(json.dumps(record_of({"pid": me.pid, "started": me.create_time()}, live_apps)))
+    (records / "5.json").write_text("{damaged")
+    try:
+        with caplog.at_level(logging.WARNING, logger="ernie_chat"):
+            assert end_left_processes(records) == 1
+        assert not left.is_running() or left.status() == psutil.STATUS_ZOMBIE
+        assert all(p.is_running() for p in (other_start, other_cmdline, live_apps))
+        assert sorted(p.name for p in records.iterdir()) == ["4.json"]  # the running app's record stays
+        assert f"left running when it was killed: {left.pid}" in caplog.text
+    finally:
+        for process in (left, other_start, other_cmdline, live_apps):
+            try:
+                process.kill()
+            except psutil.Error:
+                pass
