@@ -195,8 +195,10 @@ def test_phone_width_the_status_panel_never_covers_the_chat(open_page, shots_dir
     assert covering(composer) == ""
     assert page.get_by_role("dialog").count() == 0, page.get_by_role("dialog").first.inner_html()[:300]
     assert ask(page, CAPITAL, 1) == "The capital of France is Paris."
-    # The first answer saves the chat, and the panel is drawn again with its download links: closed again.
+    # The first answer saves the chat, and the panel is drawn again with its download links: closed again. The page
+    # moved to the chat's address and Chainlit's page mounted again there, its sheet closed too (face.js).
     page.wait_for_function("() => Number(document.documentElement.dataset.unaskedStatusClosed) >= 2")
+    page.wait_for_function("() => document.documentElement.dataset.chatAddress === 'settled'")
     last = page.locator('[data-step-type="assistant_message"]').last
     for element in (composer, last.get_by_text("The capital of France is Paris."), last.locator("code").last):
         assert covering(element) == ""

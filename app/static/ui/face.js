@@ -74,46 +74,31 @@
     else header.lastElementChild ? header.lastElementChild.prepend(button) : header.append(button);
   }
 
-  // The first time the sidebar is opened on a phone after an answer began a chat, Chainlit's whole page mounts
-  // again (its router catches up with the /thread/<id> address the answer set), and the new sidebar starts
-  // closed: the tap did nothing, the second one opened it (issue 35 item 8). A tap that such a re-mount swallowed
-  // is given to the new button, once, after any unasked status sheet that came with it has gone.
-  const SWALLOWED_WITHIN_MS = 3000;
-  let tappedTrigger = null; // { button, at }: the sidebar button the user tapped, until the sidebar is open
-  document.addEventListener("click", (event) => {
-    const button = event.isTrusted && event.target.closest ? event.target.closest("#sidebar-trigger-button") : null;
-    if (button && NARROW.matches && !document.querySelector('[role="dialog"] #thread-history')) {
-      tappedTrigger = { button, at: performance.now() };
-    }
-  }, true);
-
-  function replaySwallowedTap() {
-    if (!tappedTrigger) return;
-    if (document.querySelector('[role="dialog"] #thread-history') || performance.now() - tappedTrigger.at >
-        SWALLOWED_WITHIN_MS) {
-      tappedTrigger = null; // it opened, or too long ago to be that tap
-      return;
-    }
-    const button = document.getElementById("sidebar-trigger-button");
-    if (tappedTrigger.button.isConnected || !button || statusSheet() || closingUnasked) return;
-    tappedTrigger = null;
-    button.click();
-  }
-
   // The address of the chat the first message began (app/chat_address.py says why): the page moves there now,
-  // through its own router (a popstate), if it is still on the home address.
+  // through its own router (a popstate), if it is still on the home address. The move mounts Chainlit's page
+  // again, and the status sheet that comes with it is closed as at the start: <html data-chat-address> is "moved"
+  // until the new page is there without a sheet, then "settled".
+  let movedFrom = null; // the composer before the move: gone once the page has mounted again
   window.addEventListener("message", (event) => {
     const data = event.data;
     if (event.origin !== window.location.origin || !data || data.ernie_chat !== "chat_opened") return;
     if (typeof data.path !== "string" || window.location.pathname.replace(/\/?$/, "/") !== data.home) return;
+    movedFrom = document.getElementById("chat-input");
+    root.dataset.chatAddress = "moved";
     window.history.replaceState(window.history.state, "", data.path);
     window.dispatchEvent(new PopStateEvent("popstate", { state: window.history.state }));
   });
 
+  function settleMove() {
+    if (!movedFrom || movedFrom.isConnected || statusSheet() || closingUnasked) return;
+    movedFrom = null;
+    root.dataset.chatAddress = "settled";
+  }
+
   new MutationObserver(() => {
     addButton();
     closeUnasked();
-    replaySwallowedTap();
+    settleMove();
   }).observe(document.documentElement, { childList: true, subtree: true, attributes: true,
                                           attributeFilter: ["data-state", "style"] });
 })();
