@@ -30,7 +30,7 @@ from app.conversation import (
     clean_message,
     fit_to_context,
 )
-from app.engine_protocol import Sampling
+from app.engine.protocol import Sampling
 from app.errors import BadRequestError, EngineUnavailable, ErnieChatError, error_body
 from app.runtime import Runtime
 from app.settings import API_SAMPLING_BOUNDS
@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from openai.types import CompletionUsage
 
 MODEL_ID = "ernie-chat"
-# /v1's clients share one turn in the engine's queue (app/queueing.py): however many requests they send, a page's
+# /v1's clients share one turn in the engine's queue (app/engine/queueing.py): however many requests they send, a page's
 # question waits for one of theirs at most, not behind all of them (40 abandoned requests once held a question 30 s).
 API_CLIENTS = "/v1"
 # vLLM's own range for a seed (its OpenAI server's: a 64-bit signed integer). Past it the engine request failed

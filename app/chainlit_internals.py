@@ -3,23 +3,11 @@
 
 Public Chainlit (``import chainlit as cl``, its decorators, ``mount_chainlit``, ``BaseDataLayer``) is used
 where it is needed; what Chainlit does not offer publicly is here, each with why we need it.
-
-Chainlit's lazy package ``__getattr__`` also lives here (``make_module_getattrs_pickle_safe``): on a GPU vLLM
-forks its engine-core process, which inherits every module this app imported. torch inductor builds its
-compile-cache key by pickling, and for an object without ``__module__`` pickle's ``whichmodule`` looks the
-name up in every module of ``sys.modules``, expecting AttributeError for a missing one. Chainlit's lazy
-``__getattr__`` (``chainlit/utils.py`` ``make_module_getattr``) raises KeyError, which stops that scan, and
-the compiled engine never starts. Reproduce with
-``python -c "import chainlit, pickle; X = type('X', (), {}); X.__module__ = None; pickle.whichmodule(X, 'torch')"``
-(``KeyError: 'torch'``). When that prints ``__main__`` instead, Chainlit is fixed and the wrapper can go;
-until then every loaded module's hook is wrapped, Chainlit's and any other's, just before the engine starts.
 """
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable
 from pathlib import Path
-from types import ModuleType
 from typing import TYPE_CHECKING, Any, Optional
 
 if TYPE_CHECKING:
@@ -30,34 +18,6 @@ if TYPE_CHECKING:
 
 # Chainlit's route for the files of a session: a file attached to a message (POST), an element's content (GET).
 CHAINLIT_FILE_ROUTE = "/project/file"
-_WRAPPED = "__ernie_chat_pickle_safe__"  # marks a wrapper, so a second call leaves it as it is
-
-
-def _attribute_error_only(module_name: str, lookup: Callable[[str], Any]) -> Callable[[str], Any]:
-    def __getattr__(name: str) -> Any:
-        try:
-            return lookup(name)
-        except AttributeError:
-            raise
-        except Exception as err:  # the cause stays attached: a real import failure is still readable
-            raise AttributeError(f"module {module_name!r} has no attribute {name!r} "
-                                 f"(its __getattr__ raised {type(err).__name__}: {err})") from err
-
-    setattr(__getattr__, _WRAPPED, True)
-    return __getattr__
-
-
-def make_module_getattrs_pickle_safe() -> list[str]:
-    """Wrap the ``__getattr__`` of every module loaded now; returns the names of the modules changed."""
-    changed = []
-    for name, module in list(sys.modules.items()):
-        if not isinstance(module, ModuleType):
-            continue
-        lookup = vars(module).get("__getattr__")
-        if callable(lookup) and not getattr(lookup, _WRAPPED, False):
-            module.__getattr__ = _attribute_error_only(name, lookup)
-            changed.append(name)
-    return changed
 
 
 # ----- the login token (Chainlit's JWT in a cookie it may split into chunks) -------------------------------

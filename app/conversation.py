@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from app.engine_protocol import Sampling
+from app.engine.protocol import Sampling
 from app.errors import PromptTooLongError
 from app.settings import SAMPLING_BOUNDS, Bound, ChatSettings
 from app.token_count import count_with

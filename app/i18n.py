@@ -19,7 +19,7 @@ STRINGS: dict[str, dict[str, str]] = {
         "engine_died": "The engine stopped unexpectedly ({detail}). It is restarting; your chat is kept. "
                        "Send your message again in a moment.",
         "refused": "The server refused this message: {detail}. Your chat is kept.",
-        # each figure a code span of its own: a narrow page wraps the line between them (app/static/ui/face.css)
+        # each figure a code span of its own: a narrow page wraps the line between them (app/ui/static/ui/face.css)
         "stats": "`prompt {prompt} tokens` · `answer {tokens} tokens` · `first token {ttft:.2f} s` · "
                  "`{tps:.1f} tokens/s`",
         "settings_fixed": "Setting {name} = {value} is outside {low}..{high}; using {used}.",
@@ -37,7 +37,7 @@ STRINGS: dict[str, dict[str, str]] = {
         "too_many_waiting": "This chat already has {limit} answers running or waiting, so this message was not "
                             "answered. It stays in the chat: edit it to send it again when one has finished.",
         "sanitized": "Control characters were removed from your message.",
-        # while the engine reads a long prompt, before the answer's first token (app/reading_line.py)
+        # while the engine reads a long prompt, before the answer's first token (app/ui/reading_line.py)
         "reading_files": "Reading {names}…",
         "reading": "Reading your message: {tokens:,} tokens · {elapsed:.0f} s",
         "reading_left": "Reading your message: {tokens:,} tokens · {elapsed:.0f} s · about {left:.0f} s left (the "
@@ -59,7 +59,7 @@ STRINGS: dict[str, dict[str, str]] = {
         "panel_context_value": "{tokens} tokens",
         "panel_restarts": "Restarts",
         "panel_speed": "Speed",
-        # the engine's states and start steps (app/engine_host.py words them as Phrases)
+        # the engine's states and start steps (app/engine/host.py words them as Phrases)
         "state_stopped": "stopped",
         "state_loading": "loading",
         "state_warming": "warming up",

@@ -16,12 +16,12 @@ from dataclasses import asdict
 from typing import Optional
 
 from app.cli import Command, parse_command
-from app.end_of_turn import EndToken, describe, model_answer_end
-from app.engine_plan import EnginePlan
+from app.engine.end_of_turn import EndToken, describe
 from app.errors import ErnieChatError, InsecureBindError, PortInUseError
-from app.hardware import GIB, cpu_facts, detect_vllm_build, parse_assumed_gpu, probe_gpus
-from app.model_source import check_model_setting, model_files_here, model_shape
-from app.profiles import plan_engine
+from app.model_source import check_model_setting, model_answer_end, model_files_here, model_shape
+from app.planning.engine_plan import EnginePlan
+from app.planning.hardware import GIB, cpu_facts, detect_vllm_build, parse_assumed_gpu, probe_gpus
+from app.planning.profiles import plan_engine
 from app.settings import AppSettings
 
 log = logging.getLogger("ernie_chat")
@@ -30,7 +30,7 @@ log = logging.getLogger("ernie_chat")
 def make_plan(command: Command) -> EnginePlan:
     settings = command.settings
     if settings.model.remote_url:
-        from app.profiles import plan_remote
+        from app.planning.profiles import plan_remote
 
         return plan_remote(settings.engine, settings.model.remote_url)
     if command.assume_gpu:
@@ -40,7 +40,7 @@ def make_plan(command: Command) -> EnginePlan:
     build = detect_vllm_build()
     if command.assume_gpu and build.device != "cuda":
         # Planning for a card we do not have: assume the GPU build users install (requirements.txt).
-        from app.hardware import VllmBuild
+        from app.planning.hardware import VllmBuild
 
         build = VllmBuild(installed=True, version="0.29.0", device="cuda", torch_cuda="13.0")
     elif not build.installed and command.action == "serve":

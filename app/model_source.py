@@ -16,11 +16,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
-from app.end_of_turn import EndToken, answer_end_tokens
-from app.engine_plan import ModelShape
-from app.engine_status import StartStep
+from app.engine.end_of_turn import EndToken, answer_end_tokens
+from app.engine.status import StartStep
 from app.errors import ModelNotFoundError, one_line
 from app.i18n import Phrase
+from app.planning.engine_plan import ModelShape
 from app.settings import ModelSettings
 
 # Only what vLLM needs to serve the model; skips the PaddlePaddle weights the hub repo also carries.
@@ -249,7 +249,7 @@ class ModelFiles:
     patterns: Optional[list[str]] = None
     tokenizer: Any = None
     generation_defaults: dict[str, Any] = field(default_factory=dict)
-    answer_end: tuple[EndToken, ...] = ()  # the tokens an answer ends at (app/end_of_turn.py)
+    answer_end: tuple[EndToken, ...] = ()  # the tokens an answer ends at (app/engine/end_of_turn.py)
     _loading: Optional[concurrent.futures.Future] = None
 
     def provide(self, progress: Callable[..., None]) -> str:
@@ -281,3 +281,12 @@ class ModelFiles:
     @property
     def stop_token_ids(self) -> tuple[int, ...]:
         return tuple(end.token_id for end in self.answer_end)
+
+
+def model_answer_end(model_dir: Optional[Path]) -> Optional[tuple[EndToken, ...]]:
+    """The end tokens of a model whose files are here (for ``--print-config``); None when they are not yet."""
+    if model_dir is None or not (model_dir / "tokenizer_config.json").is_file():
+        return None
+    from transformers import AutoTokenizer
+
+    return answer_end_tokens(AutoTokenizer.from_pretrained(model_dir), read_generation_defaults(str(model_dir)))

@@ -1,6 +1,6 @@
 """The running app's parts in one object (``build_runtime``), handed to the server and the chat UI.
 
-Chainlit loads its handler file itself (app/chainlit_app.py), so that file finds the runtime through
+Chainlit loads its handler file itself (app/ui/chainlit_app.py), so that file finds the runtime through
 ``current_runtime()``; it is set once, at start-up, by ``server.create_app`` (never at import).
 """
 from __future__ import annotations
@@ -12,12 +12,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
-from app.engine_host import EngineHost, EngineHostOptions
-from app.engine_plan import EnginePlan
-from app.engine_protocol import EngineFactory
-from app.engine_status import EngineState, EngineStatus
-from app.hardware import GpuFaultWatch, GpuInfo, gpu_memory_used
+from app.engine.host import EngineHost, EngineHostOptions
+from app.engine.protocol import EngineFactory
+from app.engine.status import EngineState, EngineStatus
 from app.model_source import ModelFiles
+from app.planning.engine_plan import EnginePlan
+from app.planning.hardware import GpuFaultWatch, GpuInfo, gpu_memory_used
 from app.settings import AppSettings
 from app.telemetry import AppMetrics, LogTail
 
@@ -67,7 +67,7 @@ class Runtime:
     metrics: AppMetrics
     model: ModelFiles  # the tokenizer and generation defaults, loaded with the model
     gpu_memory: Optional[GpuMemoryWatch] = None
-    history: Any = None  # app.history.HistoryStore when chats are kept (app/chat_history.py); None with --no-history
+    history: Any = None  # app.history.HistoryStore when chats are kept (app/ui/chat_history.py); None with --no-history
     login: Any = None  # app.guards.identity.LoginPolicy: who may log in, decided at start (build_runtime)
     damaged_history: Optional[Path] = None  # where a damaged database was kept at start; told on the first page
     # True from the moment a signal (SIGINT, SIGTERM) asks the app to stop (app/serve.py): an answer cut off after
@@ -97,7 +97,7 @@ class Runtime:
 def build_runtime(settings: AppSettings, plan: EnginePlan, engine_factory: EngineFactory,
                   on_fatal: Callable[[str], None], launched_at: float) -> Runtime:
     """Wire the parts: model files -> engine host (with its watchers) -> runtime. Starts nothing."""
-    from app.remote import TOKENIZER_PATTERNS
+    from app.engine.remote import TOKENIZER_PATTERNS
 
     remote = plan.device == "remote"
     model = ModelFiles(settings.model, TOKENIZER_PATTERNS if remote else None)

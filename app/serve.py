@@ -13,10 +13,10 @@ import threading
 from pathlib import Path
 from typing import Optional
 
-from app.engine_plan import EnginePlan
+from app.engine.orphan_guard import RECORDS, clean_leftovers, start_watcher, stop_watcher
+from app.engine.progress import StartProgressBar
 from app.errors import ErnieChatError
-from app.orphan_guard import RECORDS, clean_leftovers, start_watcher, stop_watcher
-from app.progress import StartProgressBar
+from app.planning.engine_plan import EnginePlan
 from app.runtime import Runtime, build_runtime
 from app.settings import PROJECT_ROOT, AppSettings
 from app.telemetry import FILE_ONLY, RUN_MARKER, setup_logging
@@ -86,7 +86,7 @@ def serve(settings: AppSettings, plan: EnginePlan, launched_at: float) -> int:
 
 def _process_records(settings: AppSettings) -> Optional[Path]:
     """Where this app's watcher records its processes, for the next start to end what a kill left
-    (app/orphan_guard.py): the data directory's; None with --no-history, which writes nothing to disk."""
+    (app/engine/orphan_guard.py): the data directory's; None with --no-history, which writes nothing to disk."""
     from app.private_files import data_folder
 
     return data_folder(settings.history) / RECORDS if settings.history.history else None
@@ -114,7 +114,7 @@ class BrowserOpener:
         self.opened = False
 
     def __call__(self, status) -> None:
-        from app.engine_status import EngineState
+        from app.engine.status import EngineState
 
         if status.state is EngineState.READY and not self.opened:
             self.opened = True
@@ -125,12 +125,12 @@ class BrowserOpener:
 
 def _engine_factory(settings: AppSettings, plan: EnginePlan):
     if plan.device == "remote":
-        from app.remote import remote_engine_factory
+        from app.engine.remote import remote_engine_factory
 
         key = settings.model.remote_api_key
         return remote_engine_factory(settings.model.remote_url, key.get_secret_value() if key else None,
                                      settings.model.remote_model)
-    from app.vllm_engine import create_vllm_engine  # imports vLLM only when it is called
+    from app.engine.vllm_engine import create_vllm_engine  # imports vLLM only when it is called
 
     return create_vllm_engine
 

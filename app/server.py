@@ -24,16 +24,16 @@ from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from starlette.middleware.base import BaseHTTPMiddleware
 
 from app.chainlit_internals import use_files_directory
-from app.engine_status import EngineState
+from app.engine.orphan_guard import FILES_PREFIX
+from app.engine.status import EngineState
 from app.guards import install_guards
 from app.history.writer import SLOW_SAVE_S
-from app.orphan_guard import FILES_PREFIX
 from app.runtime import Runtime, set_current_runtime
 
 log = logging.getLogger("ernie_chat.server")
-CHAINLIT_TARGET = str(Path(__file__).with_name("chainlit_app.py"))
+CHAINLIT_TARGET = str(Path(__file__).with_name("ui") / "chainlit_app.py")
 # Chainlit's page pulls Google Fonts and KaTeX CSS from CDNs; offline (dropped packets) the page hangs
-# until they time out. The system font stack is fine; KaTeX's CSS is served by the app (app/static_assets.py).
+# until they time out. The system font stack is fine; KaTeX's CSS is served by the app (app/ui/static_assets.py).
 _CDN_TAGS = re.compile(r'<link[^>]+(fonts\.googleapis\.com|fonts\.gstatic\.com|cdn\.jsdelivr\.net)[^>]*>')
 
 
@@ -64,7 +64,7 @@ def private_files_dir() -> Path:
     one of its servers stops: another Chainlit app run from the same folder (a second ernie-chat, the tests'
     Markdown echo app) took the running app's folder away, and its status panel could no longer be drawn.
     A private folder (mode 0700: other local users cannot read chats' files) is removed by our lifespan."""
-    # Named with this pid, so that a later start removes it if this process is killed (app/orphan_guard.py).
+    # Named with this pid, so that a later start removes it if this process is killed (app/engine/orphan_guard.py).
     folder = Path(tempfile.mkdtemp(prefix=f"{FILES_PREFIX}{os.getpid()}-"))
     use_files_directory(folder)
     return folder
@@ -91,7 +91,7 @@ def create_app(runtime: Runtime) -> FastAPI:
         # The first step of the log's timeline: what the imports and set-up before listening cost.
         log.info("web server starts %.1fs after launch", time.time() - runtime.host.launched_at)
         runtime.host.start_in_background()
-        from app.chat import keep_forgetting_closed_chats
+        from app.ui.chat import keep_forgetting_closed_chats
 
         janitor = asyncio.create_task(keep_forgetting_closed_chats(), name="forget-closed-chats")
         from app.guards.account_sockets import keep_closing_ended_logins
@@ -147,14 +147,14 @@ def create_app(runtime: Runtime) -> FastAPI:
     from app.api import build_router
 
     app.include_router(build_router())
-    from app.chat_history import history_router
+    from app.ui.chat_history import history_router
 
     app.include_router(history_router())  # /history/chats/{id}/export.md|json
 
     from chainlit.utils import mount_chainlit
 
-    from app.branding import show_model
-    from app.static_assets import mount_static_assets
+    from app.ui.branding import show_model
+    from app.ui.static_assets import mount_static_assets
 
     mount_static_assets(app)
     # the page's title and welcome text, and the app's icon as the avatar

@@ -14,7 +14,7 @@ from typing import Literal, Optional
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from app.tutorial_lines import TUTORIAL_LINES
+from app.planning.tutorial_lines import TUTORIAL_LINES
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent  # where .chainlit/ and chainlit.md live
 ENV_PREFIX = "ERNIE_CHAT_"

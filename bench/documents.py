@@ -60,14 +60,14 @@ def time_extraction(path: Path, runs: int = 3) -> dict:
 async def time_first_token(model: str, tokens: int, runs: int = 3) -> dict:
     from transformers import AutoTokenizer
 
-    from app.engine_host import EngineHost, EngineHostOptions
-    from app.engine_plan import ModelShape
-    from app.engine_protocol import Sampling
-    from app.hardware import cpu_facts, detect_vllm_build, probe_gpus
-    from app.profiles import plan_engine
+    from app.engine.host import EngineHost, EngineHostOptions
+    from app.engine.protocol import Sampling
+    from app.engine.vllm_engine import create_vllm_engine
+    from app.planning.engine_plan import ModelShape
+    from app.planning.hardware import cpu_facts, detect_vllm_build, probe_gpus
+    from app.planning.profiles import plan_engine
     from app.settings import EngineSettings
     from app.telemetry import AppMetrics
-    from app.vllm_engine import create_vllm_engine
 
     shape = ModelShape.from_config(json.loads((Path(model) / "config.json").read_text()))
     context = min(shape.max_position_embeddings, 131072)

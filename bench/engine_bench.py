@@ -9,8 +9,8 @@ A profile may carry engine arguments on top of its plan, ``PROFILE+ARG=JSON_VALU
 one setting changed, measured interleaved with the plain one.
 
 Profiles run interleaved (a, b, c, a, b, c, ...) so drift on a noisy machine hits them alike; compare
-only numbers from one run. Each profile is planned by app.profiles for the card NVML reports, started
-through app.engine_host.EngineHost (warm-up included), measured, and shut down.
+only numbers from one run. Each profile is planned by app.planning.profiles for the card NVML reports, started
+through app.engine.host.EngineHost (warm-up included), measured, and shut down.
 Token-id prompts and skip_tokenizer_init: speed per token does not depend on the tokenizer.
 """
 from __future__ import annotations
@@ -27,14 +27,14 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from app.engine_host import EngineHost, EngineHostOptions
-from app.engine_plan import ModelShape
-from app.engine_protocol import Sampling
-from app.hardware import detect_vllm_build, gpu_memory_used, probe_gpus
-from app.profiles import plan_engine
+from app.engine.host import EngineHost, EngineHostOptions
+from app.engine.protocol import Sampling
+from app.engine.vllm_engine import create_vllm_engine
+from app.planning.engine_plan import ModelShape
+from app.planning.hardware import detect_vllm_build, gpu_memory_used, probe_gpus
+from app.planning.profiles import plan_engine
 from app.settings import PROFILES, EngineSettings
 from app.telemetry import AppMetrics
-from app.vllm_engine import create_vllm_engine
 
 REAL_CONFIG = Path(__file__).resolve().parent.parent / "tests" / "data" / "ernie-4.5-0.3b" / "config.json"
 PROMPT_TOKENS = 128

@@ -16,14 +16,14 @@ import time
 from pathlib import Path
 
 from app.conversation import ChatTemplate
-from app.engine_host import EngineHost, EngineHostOptions
-from app.engine_plan import ModelShape
-from app.engine_protocol import Sampling
-from app.hardware import cpu_facts, detect_vllm_build, probe_gpus
-from app.profiles import plan_engine
+from app.engine.host import EngineHost, EngineHostOptions
+from app.engine.protocol import Sampling
+from app.engine.vllm_engine import create_vllm_engine
+from app.planning.engine_plan import ModelShape
+from app.planning.hardware import cpu_facts, detect_vllm_build, probe_gpus
+from app.planning.profiles import plan_engine
 from app.settings import EngineSettings
 from app.telemetry import AppMetrics
-from app.vllm_engine import create_vllm_engine
 
 PROMPTS = ["hello", "请用三句话解释量子纠缠，要求通俗易懂", "what is the capital of France, tell me more please", "hi"]
 

@@ -83,7 +83,7 @@ def db_counts(db: Path) -> tuple[int, int]:
 
 
 def cookie_header(client: httpx.Client) -> str:
-    """The local user's login cookie, as the page gets it with its HTML (app/chat_history.py LocalUserCookie)."""
+    """The local user's login cookie, as the page gets it with its HTML (app/ui/chat_history.py LocalUserCookie)."""
     response = client.get("/")
     response.raise_for_status()
     cookies = "; ".join(f"{name}={value}" for name, value in client.cookies.items() if name.startswith("access_token"))
@@ -212,9 +212,9 @@ def soak_table(rows: list) -> str:
 async def store_long_chat(data_dir: Path, pairs: int) -> tuple[str, str, float]:
     """Write a chat of 2 * pairs messages through the app's data layer (its writer, one write per step, as the
     app stores them), copied from the soak's real turns; returns (thread id, last message's marker, seconds)."""
-    from app.chat_history import LOCAL_USER
     from app.history import HistoryStore
     from app.history.database import DatabaseLocation
+    from app.ui.chat_history import LOCAL_USER
 
     db = data_dir / "chats.db"
     store = HistoryStore.open(DatabaseLocation(f"sqlite+aiosqlite:///{db}", db))

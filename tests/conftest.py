@@ -75,7 +75,7 @@ def real_model_dir() -> Path:
 @pytest.fixture(scope="session")
 def caller_loop():
     """An event loop in a thread that plays the web server's loop for engine tests."""
-    from app.engine_host import LoopThread
+    from app.engine.host import LoopThread
 
     thread = LoopThread("test-caller-loop")
     yield thread
@@ -89,13 +89,13 @@ def engine_host(tiny_model_dir, caller_loop):
 
     from transformers import AutoTokenizer
 
-    from app.engine_host import EngineHost, EngineHostOptions
-    from app.engine_plan import ModelShape
-    from app.hardware import VllmBuild
-    from app.profiles import plan_engine
+    from app.engine.host import EngineHost, EngineHostOptions
+    from app.engine.vllm_engine import create_vllm_engine
+    from app.planning.engine_plan import ModelShape
+    from app.planning.hardware import VllmBuild
+    from app.planning.profiles import plan_engine
     from app.settings import EngineSettings
     from app.telemetry import AppMetrics
-    from app.vllm_engine import create_vllm_engine
 
     shape = ModelShape.from_config(json.loads((tiny_model_dir / "config.json").read_text()))
     plan = plan_engine(EngineSettings(max_model_len=1024, max_concurrent_chats=4), [],

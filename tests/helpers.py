@@ -178,7 +178,7 @@ def alive(process: psutil.Process) -> bool:
 
 def engine_processes(pid: int) -> list[psutil.Process]:
     """vLLM's processes (VLLM::EngineCore, VLLM::Worker, ...) below the process ``pid``."""
-    from app.orphan_guard import is_engine_process
+    from app.engine.orphan_guard import is_engine_process
 
     found = []
     for process in psutil.Process(pid).children(recursive=True):
@@ -235,7 +235,7 @@ NARROW_BELOW = 768  # Chainlit's own breakpoint: below it a side element is a sh
 def wait_chat_opened(page, locale: str = "en-US", timeout_ms: int = 30000) -> None:
     """The chat's socket is up and its status panel drawn (on_chat_start): on a wide page the panel shows the
     engine's ready word in the page's language; on a phone the sheet nobody asked for came and was closed
-    (app/static/ui/face.js counts it on <html>)."""
+    (app/ui/static/ui/face.js counts it on <html>)."""
     from app.i18n import t
 
     page.wait_for_selector("#chat-input", timeout=timeout_ms)
@@ -257,7 +257,7 @@ def covering(locator) -> str:
         return hit && (e === hit || e.contains(hit)) ? '' : (hit ? hit.outerHTML.slice(0, 300) : 'nothing'); }""")
 
 
-# The stats line under a finished answer (app/chat.py), English UI.
+# The stats line under a finished answer (app/ui/chat.py), English UI.
 STATS_EN = re.compile(r"prompt (\d+) tokens · answer (\d+) tokens · first token ([\d.]+) s · ([\d.]+) tokens/s")
 
 
@@ -457,7 +457,7 @@ def history_states_until(app, final: str, deadline_s: float = 30) -> list[str]:
 
 def start_until_settled(host, timeout: float = 30) -> None:
     """Start an EngineHost on an event loop of its own, wait until it is ready or has failed, shut it down."""
-    from app.engine_status import EngineState
+    from app.engine.status import EngineState
 
     async def run():
         host.start_in_background()
@@ -470,13 +470,13 @@ def start_until_settled(host, timeout: float = 30) -> None:
 
 
 class FakeEngine:
-    """The engine protocol (app/engine_protocol.py) for EngineHost tests without vLLM: answers "ok" at once."""
+    """The engine protocol (app/engine/protocol.py) for EngineHost tests without vLLM: answers "ok" at once."""
 
     def __init__(self, plan):
         self.max_model_len = plan.engine_args["max_model_len"]
 
     async def generate(self, token_ids, sampling, request_id):
-        from app.engine_protocol import Delta
+        from app.engine.protocol import Delta
 
         yield Delta("ok", 1, True, "length")
 

@@ -12,21 +12,17 @@ disk to point at). Up to it the app fits them itself: a short file's answer wait
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import weakref
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Optional
 
 from app.documents.prompt import Fit, fit_documents
-from app.token_count import count_with
+from app.documents.worker import fit_in_worker
 
 # Text a message's documents may have for the app to fit them itself: tokenized on its threads, that stays a few
 # MiB at most (a whole document that fits is tokenized for the prompt anyway).
 IN_APP_CHARS = 32_000
-# The reader process counts in batches of at most this many characters: a 2-million-character document's tokens
-# (about 100 bytes each in the tokenizers library) counted at once would take most of its memory cap.
-BATCH_CHARS = 256_000
 TOKENIZER_FILE = "tokenizer.json"
 _saved: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # tokenizer -> its file, written once
 
@@ -36,8 +32,6 @@ async def fit_in_context(documents: list[dict[str, Any]], question: str, room: i
     """The documents' fits in ``room`` tokens. ``count``: the app's own counter (ChatTemplate.count), used when the
     app fits them itself; ``owner``: the user they are fitted for (their turn for a reader process). Raises
     DocumentRefused when the reader process fails (too slow, too much memory)."""
-    from app.documents.worker import fit_in_worker
-
     backend = getattr(tokenizer, "backend_tokenizer", None)
     # A tokenizer without the tokenizers library's backend cannot be handed to another process as a file.
     if backend is None or sum(len(d.get("text", "")) for d in documents) <= IN_APP_CHARS:
@@ -55,26 +49,3 @@ def _tokenizer_file(tokenizer: Any, backend: Any) -> Path:
         backend.save(str(path))
         _saved[tokenizer] = path
     return path
-
-
-def fit_with_tokenizer_file(documents: list[dict[str, Any]], question: str, room: int,
-                            tokenizer_file: Path) -> list[dict[str, Any]]:
-    """In the reader process: ``fit_documents`` with the app's tokenizer loaded from ``tokenizer_file``."""
-    from tokenizers import Tokenizer
-
-    backend = Tokenizer.from_file(str(tokenizer_file))
-    return [dataclasses.asdict(fit) for fit in fit_documents(documents, question, room,
-                                                              lambda texts: _count_in_batches(backend, texts))]
-
-
-def _count_in_batches(backend: Any, texts: list[str]) -> list[int]:
-    counts: list[int] = []
-    batch: list[str] = []
-    size = 0
-    for text in texts:
-        if batch and size + len(text) > BATCH_CHARS:
-            counts += count_with(backend, batch)
-            batch, size = [], 0
-        batch.append(text)
-        size += len(text)
-    return counts + count_with(backend, batch)

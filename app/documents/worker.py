@@ -20,14 +20,14 @@ from pathlib import Path
 from typing import Any, Optional
 
 from app.documents.limits import EXTRACT_MEMORY_BYTES, EXTRACT_SECONDS, MIB, Kind
+from app.engine.queueing import FairGate
 from app.errors import DocumentRefused
-from app.queueing import FairGate
 
 log = logging.getLogger("ernie_chat.documents")
 ROOT = Path(__file__).resolve().parents[2]
 # Workers at once, whatever the number of chats and tabs: each may take a core and EXTRACT_MEMORY_BYTES, beside
-# the engine. The users waiting for one take turns (app/queueing.py), so one user's pile of slow files never makes
-# another's small one wait behind all of it.
+# the engine. The users waiting for one take turns (app/engine/queueing.py), so one user's pile of slow files never
+# makes another's small one wait behind all of it.
 MAX_WORKERS = max(1, (os.cpu_count() or 2) // 2)
 _WORKER_SLOTS = FairGate(MAX_WORKERS)
 
@@ -98,7 +98,7 @@ def _extract(request: dict[str, Any]) -> dict[str, Any]:
 
 
 def _fit(request: dict[str, Any]) -> list[dict[str, Any]]:
-    from app.documents.fitting import fit_with_tokenizer_file
+    from app.documents.fit_job import fit_with_tokenizer_file
 
     return fit_with_tokenizer_file(request["documents"], request["question"], request["room"],
                                    Path(request["tokenizer_file"]))

@@ -10,7 +10,7 @@
 - uploads.py: how much each chat tab, and each user over all their tabs, may upload;
 - page_input.py: what the page sends over the socket with a message (its metadata: nothing of it is kept);
 - another user's chat asked for by its address: Chainlit refuses it, the page gets a new chat of its own
-  (chainlit_internals.open_refused_chats_as_new; the line is app/chat.py's);
+  (chainlit_internals.open_refused_chats_as_new; the line is app/ui/chat.py's);
 - requests.py: the path, the Bearer token and the one error body every guard uses.
 """
 from __future__ import annotations

@@ -5,7 +5,7 @@ Chainlit's upload route (``POST /project/file?session_id=...``) kept every file 
 the tab closed, with no count or size over them all: 40 x 19 MiB went into one tab in 8.5 s (873 MiB), 24 sent at
 once held 1,329 MiB (issue 36, N7). Each upload is counted here when it arrives, before Chainlit reads a byte, by
 its Content-Length (uploads still arriving count too: those 24 were all in flight at once); one that did not land
-is taken off again. A tab's uploads are deleted when the tab closes (app/chat.py on_chat_end).
+is taken off again. A tab's uploads are deleted when the tab closes (app/ui/chat.py on_chat_end).
 
 Chainlit's own session files (the status panel's text) are not uploads and are not counted: only what passed
 this route is.

@@ -1,7 +1,7 @@
 """Chats out of the database: JSON to keep (a backup that ``import`` reads back, app/history/restore.py), Markdown to
 read; one file each (0600) under a folder per user, each message with its stored time, and each user's presets as
 presets.json. ``python launch.py export`` (app/history/transfer.py) and the page's download links
-(app/chat_history.py) use the same renderers.
+(app/ui/chat_history.py) use the same renderers.
 """
 from __future__ import annotations
 

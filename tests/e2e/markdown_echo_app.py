@@ -1,8 +1,8 @@
-"""A tiny Chainlit app for the browser test of app/markdown_nesting.py: it answers with the user's text, as a
+"""A tiny Chainlit app for the browser test of app/ui/markdown_nesting.py: it answers with the user's text, as a
 model that writes deep Markdown would; "raw:" answers without the guard (the control)."""
 import chainlit as cl
 
-from app.markdown_nesting import limit_nesting
+from app.ui.markdown_nesting import limit_nesting
 
 
 @cl.on_message

@@ -233,7 +233,7 @@ def test_the_stats_line_wraps_between_figures_only_with_the_sidebar_open(open_pa
         page = open_page(width=width)
         ask(page, CAPITAL, 1)
         open_sidebar(page)
-        if width == 1280:  # the answer's avatar is the app's icon (every avatar is: app/branding.py show_model)
+        if width == 1280:  # the answer's avatar is the app's icon (every avatar is: app/ui/branding.py show_model)
             avatar = page.locator('[data-step-type="assistant_message"]').last.locator("img").first
             assert page.request.get(avatar.evaluate("img => img.src")).body() == \
                 (ROOT / "public" / "favicon.png").read_bytes()

@@ -24,7 +24,7 @@ import httpx
 import psutil
 import pytest
 
-from app.orphan_guard import FILES_PREFIX
+from app.engine.orphan_guard import FILES_PREFIX
 from tests.helpers import (
     ROOT,
     LaunchedApp,

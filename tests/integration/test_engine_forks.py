@@ -39,10 +39,10 @@ SERVING_PROCESS = textwrap.dedent("""
 
     from vllm.v1.engine.async_llm import AsyncLLM
 
-    from app.hardware import VllmBuild
-    from app.profiles import STARTER_SAMPLER, plan_engine
+    from app.planning.hardware import VllmBuild
+    from app.planning.profiles import STARTER_SAMPLER, plan_engine
     from app.settings import EngineSettings
-    from app.vllm_engine import create_vllm_engine
+    from app.engine.vllm_engine import create_vllm_engine
 
     meet = threading.Barrier(2, timeout=5)
 

@@ -6,8 +6,8 @@ import psutil
 import pytest
 
 from app.conversation import ChatTemplate
-from app.engine_protocol import Sampling
-from app.engine_status import EngineState
+from app.engine.protocol import Sampling
+from app.engine.status import EngineState
 from app.errors import EngineDied
 
 pytestmark = pytest.mark.timeout(600)

@@ -10,15 +10,15 @@ import time
 import psutil
 import pytest
 
-from app.engine_host import EngineHost, EngineHostOptions
-from app.engine_plan import ModelShape
-from app.engine_protocol import Sampling
-from app.engine_status import Speed
-from app.hardware import VllmBuild
-from app.profiles import plan_engine
+from app.engine.host import EngineHost, EngineHostOptions
+from app.engine.protocol import Sampling
+from app.engine.status import Speed
+from app.engine.vllm_engine import create_vllm_engine
+from app.planning.engine_plan import ModelShape
+from app.planning.hardware import VllmBuild
+from app.planning.profiles import plan_engine
 from app.settings import EngineSettings
 from app.telemetry import AppMetrics
-from app.vllm_engine import create_vllm_engine
 
 pytestmark = pytest.mark.timeout(900)
 

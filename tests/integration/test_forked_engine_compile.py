@@ -17,15 +17,15 @@ SERVING_PROCESS = textwrap.dedent("""
     import multiprocessing
     import sys
 
-    import app.chat, app.server, chainlit.server  # what the serving process has loaded when the engine starts
+    import app.ui.chat, app.server, chainlit.server  # what the serving process has loaded when the engine starts
     import torch
     from torch._inductor.codecache import BypassFxGraphCache, compiled_fx_graph_hash
     from vllm.v1.engine.async_llm import AsyncLLM
 
-    from app.profiles import plan_engine
+    from app.planning.profiles import plan_engine
     from app.settings import EngineSettings
-    from app.hardware import VllmBuild
-    from app.vllm_engine import create_vllm_engine
+    from app.planning.hardware import VllmBuild
+    from app.engine.vllm_engine import create_vllm_engine
 
 
     def cache_key_in_child(results):

@@ -10,7 +10,7 @@ import httpx
 import psutil
 import pytest
 
-from app.orphan_guard import FILES_PREFIX
+from app.engine.orphan_guard import FILES_PREFIX
 from tests.helpers import LaunchedApp, alive, engine_processes, get, metric_value
 
 pytestmark = pytest.mark.timeout(300)
@@ -73,7 +73,7 @@ def test_kill_9_while_the_engine_process_starts_leaves_nothing(tiny_model_dir, t
     PID 1. Killed now while the engine process is still unnamed, the app leaves no process behind."""
     import psutil
 
-    from app.orphan_guard import POLL_SECONDS, is_engine_process
+    from app.engine.orphan_guard import POLL_SECONDS, is_engine_process
 
     app = LaunchedApp(tiny_model_dir, tmp_path)
     try:
@@ -89,7 +89,7 @@ def test_kill_9_while_the_engine_process_starts_leaves_nothing(tiny_model_dir, t
                 break
             time.sleep(0.05)
         ours = [p for p in psutil.Process(app.proc.pid).children(recursive=True)
-                if "app.orphan_guard" not in " ".join(p.cmdline())]
+                if "app.engine.orphan_guard" not in " ".join(p.cmdline())]
         assert [p for p in starting if not is_engine_process(p.name(), " ".join(p.cmdline()))], \
             "the engine process was named before the kill: this run does not test an unnamed one"
         app.proc.kill()
@@ -126,7 +126,7 @@ def test_a_start_ends_what_a_killed_app_and_watcher_left_on_its_data_dir_only(ti
     """Issue 36 N5: killed together with its watcher (a kill of both, the OOM killer), the app left its engine
     processes running, and the next start only named them. Now the next start on the same data directory ends
     them, proven from the dead app's record; a process that only looks like one (vLLM's name, under PID 1) stays."""
-    from app.orphan_guard import POLL_SECONDS
+    from app.engine.orphan_guard import POLL_SECONDS
 
     data = tmp_path / "data"
     for run in ("first", "second"):
@@ -137,7 +137,7 @@ def test_a_start_ends_what_a_killed_app_and_watcher_left_on_its_data_dir_only(ti
         first.wait_http()
         first.wait_ready()
         below = psutil.Process(first.proc.pid).children(recursive=True)
-        watchers = [p for p in below if "app.orphan_guard" in " ".join(p.cmdline())]
+        watchers = [p for p in below if "app.engine.orphan_guard" in " ".join(p.cmdline())]
         left = [p for p in below if p not in watchers]
         assert watchers and engine_processes(first.proc.pid), "no watcher or no engine process under the app"
         time.sleep(4 * POLL_SECONDS)  # the watcher has noted (and recorded) them

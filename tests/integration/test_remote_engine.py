@@ -144,9 +144,9 @@ def test_a_request_the_server_refuses_is_one_clear_error_not_a_dead_engine(serve
     """E.g. a server running a model whose tokenizer differs from --model's: token ids it does not know."""
     import asyncio
 
-    from app.engine_protocol import Sampling
+    from app.engine.protocol import Sampling
+    from app.engine.remote import RemoteEngine
     from app.errors import RequestRefused
-    from app.remote import RemoteEngine
 
     async def ask():
         engine = RemoteEngine(server.url, KEY, "ernie-remote", max_model_len=1024)

@@ -8,9 +8,9 @@ from __future__ import annotations
 import asyncio
 import time
 
-from app.engine_host import EngineHost, EngineHostOptions
-from app.engine_plan import EnginePlan
-from app.engine_status import EngineState
+from app.engine.host import EngineHost, EngineHostOptions
+from app.engine.status import EngineState
+from app.planning.engine_plan import EnginePlan
 from app.telemetry import AppMetrics
 from tests.helpers import FakeEngine, start_until_settled
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from app.orphan_guard import FILES_PREFIX
+from app.engine.orphan_guard import FILES_PREFIX
 from tests.helpers import running_app, socket_connect
 
 pytestmark = pytest.mark.timeout(300)

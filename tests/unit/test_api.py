@@ -8,7 +8,7 @@ import pytest
 
 from app.api import MODEL_ID, _completion, _stream, parse_request
 from app.conversation import FittedPrompt
-from app.engine_protocol import Delta, Sampling
+from app.engine.protocol import Delta, Sampling
 from app.errors import BadRequestError, EngineUnavailable
 
 

@@ -1,13 +1,13 @@
 """The page names the model it serves, in both languages, through Chainlit's own title and welcome-text code
-(app/branding.py), and the app's pictures are where Chainlit serves an app's branding from."""
+(app/ui/branding.py), and the app's pictures are where Chainlit serves an app's branding from."""
 from __future__ import annotations
 
 import re
 
 import pytest
 
-from app.branding import WELCOME_FILES, model_name, page_title, show_model, write_welcome
 from app.settings import PROJECT_ROOT
+from app.ui.branding import WELCOME_FILES, model_name, page_title, show_model, write_welcome
 
 SMOL = "/models/SmolLM2-135M-Instruct"
 CJK = re.compile(r"[\u4e00-\u9fff]")

@@ -2,7 +2,7 @@
 from chainlit.chat_context import chat_contexts
 from chainlit.session import ws_sessions_id
 
-from app.chat import forget_closed_chats
+from app.ui.chat import forget_closed_chats
 
 
 def test_closed_chats_are_forgotten_and_open_ones_kept():

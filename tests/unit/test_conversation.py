@@ -9,7 +9,7 @@ from app.conversation import (
     clean_message,
     fit_to_context,
 )
-from app.engine_protocol import Sampling
+from app.engine.protocol import Sampling
 from app.errors import PromptTooLongError
 
 
@@ -143,15 +143,15 @@ def test_the_ui_and_v1_sample_by_one_rule():
     assert answer_sampling({}, defaults, fitted) == Sampling(temperature=0.8, top_p=0.8, max_tokens=100)
     asked = {"temperature": 0, "top_p": None, "seed": 7}  # /v1: an unset field is None; 0 is a value
     assert answer_sampling(asked, defaults, fitted) == Sampling(temperature=0.0, top_p=0.8, max_tokens=100, seed=7)
-    # The model's end tokens (app/end_of_turn.py) reach the engine with every answer, and a benchmark's ignore_eos
-    # drops them: its answer writes all max_tokens.
+    # The model's end tokens (app/engine/end_of_turn.py) reach the engine with every answer, and a benchmark's
+    # ignore_eos drops them: its answer writes all max_tokens.
     ending = answer_sampling({}, defaults, fitted, (4, 2))
     assert ending.stop_token_ids == (4, 2) and ending.ends_at == [4, 2]
     assert Sampling(0.8, 0.8, 100, ignore_eos=True, stop_token_ids=(4, 2)).ends_at == []
 
 
 def test_one_definition_of_the_sampling_bounds():
-    """The settings, the sliders (app/chat.py) and the clamping read SAMPLING_BOUNDS; /v1 reads
+    """The settings, the sliders (app/ui/chat.py) and the clamping read SAMPLING_BOUNDS; /v1 reads
     API_SAMPLING_BOUNDS, made from it (answers down to one token)."""
     from pydantic import ValidationError
 

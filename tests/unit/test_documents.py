@@ -15,8 +15,8 @@ from app.documents.extract import check_zip, decode_text, extract
 from app.documents.limits import MAX_DOCUMENT_CHARS, Kind, sniff, too_big, upload_body_bytes
 from app.documents.prompt import apply, documents_of, fit_documents, render_turn
 from app.documents.worker import ROOT, read_in_worker
+from app.engine.queueing import FairGate
 from app.errors import DocumentRefused
-from app.queueing import FairGate
 from tests import sample_documents as samples
 
 

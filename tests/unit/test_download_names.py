@@ -1,10 +1,10 @@
-"""The Content-Disposition of a download (app/chat_history.py): any stored file or chat name gives a header uvicorn
+"""The Content-Disposition of a download (app/ui/chat_history.py): any stored file or chat name gives a header uvicorn
 sends, and the browser gets the real name (N17: a NUL in a file's name dropped its document link's connection)."""
 from urllib.parse import unquote
 
 import pytest
 
-from app.chat_history import attachment
+from app.ui.chat_history import attachment
 
 
 @pytest.mark.parametrize("name, ascii_name, real_name", [

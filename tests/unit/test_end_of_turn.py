@@ -1,9 +1,10 @@
-"""Where an answer ends (app/end_of_turn.py): read off the model's own chat template, with eos beside it."""
+"""Where an answer ends (app/engine/end_of_turn.py): read off the model's own chat template, with eos beside it."""
 import pytest
 
-from app.end_of_turn import answer_end_tokens, describe, model_answer_end, template_turn_end
-from app.engine_protocol import Sampling
-from app.remote import _vllm_fields
+from app.engine.end_of_turn import answer_end_tokens, describe, template_turn_end
+from app.engine.protocol import Sampling
+from app.engine.remote import _vllm_fields
+from app.model_source import model_answer_end
 
 
 @pytest.fixture(scope="module")

@@ -8,11 +8,11 @@ from __future__ import annotations
 import asyncio
 import time
 
-from app.engine_host import EngineHost, EngineHostOptions
-from app.engine_plan import EnginePlan
-from app.engine_protocol import Sampling
-from app.engine_status import EngineState, Speed
-from app.prefill_rate import MIN_MEASURED_TOKENS
+from app.engine.host import EngineHost, EngineHostOptions
+from app.engine.prefill_rate import MIN_MEASURED_TOKENS
+from app.engine.protocol import Sampling
+from app.engine.status import EngineState, Speed
+from app.planning.engine_plan import EnginePlan
 from app.telemetry import AppMetrics, LogTail
 from tests.helpers import FakeEngine, start_until_settled
 
@@ -180,7 +180,7 @@ def test_chats_are_fitted_to_the_context_of_the_plan_that_started():
 def test_cpu_warm_up_is_one_round_and_the_prefill_calibration():
     """The CPU build samples without Triton: no batch to compile for, so start-up pays for one round only
     (a chat-like request, and a seeded one beside it), then the two reads that measure the engine's prefill rate
-    (app/prefill_rate.py: the first long document's time estimate)."""
+    (app/engine/prefill_rate.py: the first long document's time estimate)."""
     calls = []
 
     class CountingEngine(FakeEngine):
@@ -269,7 +269,7 @@ def test_a_full_speed_engine_that_fails_is_told_in_the_terminal_readyz_panel_and
     import dataclasses
     from types import SimpleNamespace
 
-    from app.status_panel import status_markdown
+    from app.ui.status_panel import status_markdown
 
     log_file = tmp_path / "llm.log"
     starter_plan = dataclasses.replace(PLAN, engine_args={**PLAN.engine_args, "enforce_eager": True})
@@ -317,8 +317,8 @@ def test_the_panel_says_when_chats_wait_for_the_database(monkeypatch):
     """Writes the database refuses are kept and retried; past a few seconds the panel says so, in both languages."""
     from types import SimpleNamespace
 
-    from app.engine_status import EngineStatus
-    from app.status_panel import status_markdown
+    from app.engine.status import EngineStatus
+    from app.ui.status_panel import status_markdown
 
     history = SimpleNamespace(unsaved_seconds=12.4, over_share=lambda user: user == "mallory")
     runtime = SimpleNamespace(host=SimpleNamespace(status=EngineStatus()), plan=PLAN, gpu=None, gpu_memory=None,
@@ -330,22 +330,22 @@ def test_the_panel_says_when_chats_wait_for_the_database(monkeypatch):
     history.unsaved_seconds = 1.0  # a moment's wait is normal: nothing said
     assert "History" not in status_markdown(runtime, "en-US")
     # A user whose own changes are over their share of the waiting writes is told, in their panel only.
-    import app.status_panel
+    import app.ui.status_panel
 
-    monkeypatch.setattr(app.status_panel, "session_user_identifier", lambda: "mallory")
+    monkeypatch.setattr(app.ui.status_panel, "session_user_identifier", lambda: "mallory")
     assert "**History:** not saved: too many of your changes wait for the chat database; yours are saved again " \
            "once those land" in status_markdown(runtime, "en-US")
     assert "**聊天记录:** 未保存：你有过多的更改正在等待聊天数据库" in status_markdown(runtime, "zh-CN")
-    monkeypatch.setattr(app.status_panel, "session_user_identifier", lambda: "alice")
+    monkeypatch.setattr(app.ui.status_panel, "session_user_identifier", lambda: "alice")
     assert "History" not in status_markdown(runtime, "en-US")
 
 
 def test_the_panel_says_how_long_the_start_took_in_the_pages_language():
     from types import SimpleNamespace
 
-    from app.engine_status import EngineStatus
+    from app.engine.status import EngineStatus
     from app.i18n import Phrase
-    from app.status_panel import status_markdown
+    from app.ui.status_panel import status_markdown
 
     status = EngineStatus(state=EngineState.READY, detail=Phrase("ready_took", seconds=18.66), ready_took=18.66)
     runtime = SimpleNamespace(host=SimpleNamespace(status=status), plan=PLAN, gpu=None, gpu_memory=None,
@@ -363,7 +363,7 @@ def test_a_full_speed_engine_that_fails_once_is_tried_again_while_the_starter_an
     import threading
     from types import SimpleNamespace
 
-    from app.status_panel import status_markdown
+    from app.ui.status_panel import status_markdown
 
     starter_plan = dataclasses.replace(PLAN, engine_args={**PLAN.engine_args, "enforce_eager": True})
     plan = dataclasses.replace(PLAN, starter=starter_plan)

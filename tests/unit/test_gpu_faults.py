@@ -1,5 +1,5 @@
 """The NVML fault watch on a fake NVML (no GPU here): Xid events and new uncorrected ECC errors."""
-from app.hardware import GpuFaultWatch, GpuInfo
+from app.planning.hardware import GpuFaultWatch, GpuInfo
 
 
 class FakeNvml:
@@ -55,7 +55,7 @@ def test_memory_in_use_matches_nvidia_smi_and_falls_back_to_v1():
     """nvidia-smi's "used" leaves out the driver's reserved memory (NVML v2); old bindings have only v1."""
     from types import SimpleNamespace
 
-    from app.hardware import memory_in_use
+    from app.planning.hardware import memory_in_use
 
     class NewBindings:
         nvmlMemory_v2 = 0x2000028

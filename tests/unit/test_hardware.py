@@ -2,7 +2,7 @@
 import pytest
 
 from app.errors import SettingsError
-from app.hardware import GIB, GpuInfo, parse_assumed_gpu, select_visible
+from app.planning.hardware import GIB, GpuInfo, parse_assumed_gpu, select_visible
 
 
 def card(name, cc, total_gib, index=0, uuid=""):
@@ -46,7 +46,7 @@ def test_a_cuda_builds_torch_cuda_version_is_read_without_importing_torch(tmp_pa
     import importlib.metadata
     import sys
 
-    from app.hardware import detect_vllm_build
+    from app.planning.hardware import detect_vllm_build
 
     fake_torch(tmp_path, "__version__ = '2.11.0+cu130'\ncuda: Optional[str] = '13.0'\nhip = None\n")
     monkeypatch.setattr(sys, "path", [str(tmp_path), *sys.path])
@@ -74,12 +74,12 @@ def test_a_cuda_builds_torch_cuda_version_is_read_without_importing_torch(tmp_pa
     ("", None),
 ])
 def test_torch_cuda_version_reads_the_version_file(tmp_path, version_py, expected):
-    from app.hardware import torch_cuda_version
+    from app.planning.hardware import torch_cuda_version
 
     assert torch_cuda_version([str(fake_torch(tmp_path, version_py))]) == expected
 
 
 def test_no_torch_reads_as_none(tmp_path):
-    from app.hardware import torch_cuda_version
+    from app.planning.hardware import torch_cuda_version
 
     assert torch_cuda_version([str(tmp_path / "nowhere")]) is None

@@ -2,7 +2,7 @@
 tests/e2e/test_page_safety.py."""
 import pytest
 
-from app.markdown_nesting import MAX_DEPTH, closing_fence, limit_nesting
+from app.ui.markdown_nesting import MAX_DEPTH, closing_fence, limit_nesting
 
 
 @pytest.mark.parametrize("text", [

@@ -10,8 +10,8 @@ def test_unit_tests_and_the_app_import_no_vllm_or_torch():
 import importlib, pathlib, sys
 for path in sorted(pathlib.Path('tests/unit').glob('test_*.py')):
     importlib.import_module('tests.unit.' + path.stem)
-for name in ('app.launcher', 'app.serve', 'app.server', 'app.chat', 'app.api', 'app.engine_host', 'app.remote',
-             'app.runtime', 'app.conversation', 'app.model_source'):
+for name in ('app.launcher', 'app.serve', 'app.server', 'app.ui.chat', 'app.api', 'app.engine.host',
+             'app.engine.remote', 'app.runtime', 'app.conversation', 'app.model_source'):
     importlib.import_module(name)
 heavy = sorted(m for m in sys.modules if m.split('.')[0] in ('vllm', 'torch'))
 print(heavy[:5])

@@ -5,8 +5,8 @@ from types import SimpleNamespace
 
 import psutil
 
-from app import orphan_guard
-from app.orphan_guard import clean_leftovers, is_engine_process
+from app.engine import orphan_guard
+from app.engine.orphan_guard import clean_leftovers, is_engine_process
 
 
 def fake(pid, name, ppid=1, user="me", rss=2 * 2**30, status=psutil.STATUS_SLEEPING, cmdline=()):
@@ -77,7 +77,7 @@ def test_a_start_ends_only_what_a_dead_apps_record_proves_it_left(tmp_path, capl
     runs (another app on the same data directory) and a process whose pid or command line do not match stay."""
     import json
 
-    from app.orphan_guard import end_left_processes
+    from app.engine.orphan_guard import end_left_processes
 
     left, other_start, other_cmdline, live_apps = (left_process(tmp_path, n) for n in ("a", "b", "c", "d"))
     dead_app = {"pid": 2**22 + 1, "started": 1.0}  # no such process

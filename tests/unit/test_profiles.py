@@ -3,10 +3,10 @@ import json
 
 import pytest
 
-from app.engine_plan import ModelShape
 from app.errors import InsufficientMemoryError, SettingsError, UnsupportedHardwareError
-from app.hardware import GIB, GpuInfo, VllmBuild
-from app.profiles import (
+from app.planning.engine_plan import ModelShape
+from app.planning.hardware import GIB, GpuInfo, VllmBuild
+from app.planning.profiles import (
     ENGINE_OVERRIDES,
     CpuFacts,
     decode_graph_batch,
@@ -14,8 +14,8 @@ from app.profiles import (
     reserve_bytes,
     with_smaller_kv,
 )
+from app.planning.tutorial_lines import CHATS12_AFTER_FIX, CHATS12_RUN, MEASURED, TUTORIAL_LINES
 from app.settings import EngineSettings
-from app.tutorial_lines import CHATS12_AFTER_FIX, CHATS12_RUN, MEASURED, TUTORIAL_LINES
 from tests.conftest import ROOT
 
 CUDA13 = VllmBuild(installed=True, version="0.29.0", device="cuda", torch_cuda="13.0")
@@ -244,7 +244,7 @@ def test_model_shape_from_the_real_config():
 
 
 def test_remote_plan_needs_no_card_and_takes_the_context_from_the_server():
-    from app.profiles import plan_remote
+    from app.planning.profiles import plan_remote
 
     plan = plan_remote(EngineSettings(_env_file=None, max_concurrent_chats=4), "http://gpu-box:8000/v1")
     assert (plan.device, plan.gpu, plan.profile) == ("remote", None, "remote")
@@ -257,9 +257,9 @@ def test_remote_plan_needs_no_card_and_takes_the_context_from_the_server():
 def test_status_panel_names_the_remote_server_instead_of_a_card():
     from types import SimpleNamespace
 
-    from app.engine_status import EngineStatus
-    from app.profiles import plan_remote
-    from app.status_panel import status_markdown
+    from app.engine.status import EngineStatus
+    from app.planning.profiles import plan_remote
+    from app.ui.status_panel import status_markdown
 
     plan = plan_remote(EngineSettings(_env_file=None), "http://gpu-box:8000/v1")
     plan.engine_args["max_model_len"] = 2048  # as the server said

@@ -7,10 +7,10 @@ import json
 import logging
 import logging.config
 
-from app.engine_host import EngineHost, EngineHostOptions
-from app.engine_plan import EnginePlan
-from app.engine_status import START_STEPS, EngineState, StartStep
-from app.progress import StartProgressBar
+from app.engine.host import EngineHost, EngineHostOptions
+from app.engine.progress import StartProgressBar
+from app.engine.status import START_STEPS, EngineState, StartStep
+from app.planning.engine_plan import EnginePlan
 from app.runtime import GpuMemoryWatch
 from app.telemetry import AppMetrics, route_vllm_logs
 

@@ -1,7 +1,7 @@
 """The fair gate: limit respected, order kept, positions reported, cancellation safe."""
 import asyncio
 
-from app.queueing import FairGate
+from app.engine.queueing import FairGate
 
 
 def test_limit_order_and_positions():

@@ -4,8 +4,8 @@ import asyncio
 
 from prometheus_client import CollectorRegistry, Histogram
 
-from app.prefill_rate import MIN_MEASURED_TOKENS, PREFILL_SECONDS, PREFILL_TOKENS, PrefillRate
-from app.reading_line import ReadingLine, reading_text, worth_showing
+from app.engine.prefill_rate import MIN_MEASURED_TOKENS, PREFILL_SECONDS, PREFILL_TOKENS, PrefillRate
+from app.ui.reading_line import ReadingLine, reading_text, worth_showing
 
 
 def engine_histograms(registry, engine: str = "0"):

@@ -2,7 +2,7 @@
 import pytest
 
 from app.cli import load_settings
-from app.engine_status import EngineState, EngineStatus
+from app.engine.status import EngineState, EngineStatus
 from app.serve import BrowserOpener, _should_open_browser
 
 

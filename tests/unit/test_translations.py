@@ -9,13 +9,13 @@ from types import SimpleNamespace
 
 import pytest
 
-from app.engine_host import EngineHost, EngineHostOptions
-from app.engine_plan import EnginePlan
-from app.engine_status import EngineState, Speed
+from app.engine.host import EngineHost, EngineHostOptions
+from app.engine.status import EngineState, Speed
 from app.errors import BadRequestError
 from app.i18n import STRINGS, Phrase, t, worded
-from app.status_panel import status_markdown
+from app.planning.engine_plan import EnginePlan
 from app.telemetry import AppMetrics
+from app.ui.status_panel import status_markdown
 from tests.helpers import FakeEngine, start_until_settled
 
 APP = Path(__file__).resolve().parents[2] / "app"

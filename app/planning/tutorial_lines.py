@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from app.hardware import SM_BF16, SM_FP8
+from app.planning.hardware import SM_BF16, SM_FP8
 
 # Every line also carries these.
 _ONE_GPU = {"tensor_parallel_size": 1, "pipeline_parallel_size": 1}

@@ -1,7 +1,7 @@
 """The line an answer shows while the engine reads its prompt (prefill), before the first token: how many tokens,
-how long so far, and the time left by the engine's measured rate (app/prefill_rate.py). A long document on the
+how long so far, and the time left by the engine's measured rate (app/engine/prefill_rate.py). A long document on the
 CPU meant 80-100 s with nothing on the page (issue 35 item 2). The answer's first words replace the line; Stop
-turns it into the "stopped" line (app/chat.py)."""
+turns it into the "stopped" line (app/ui/chat.py)."""
 from __future__ import annotations
 
 import asyncio

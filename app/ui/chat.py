@@ -1,6 +1,6 @@
 """Chainlit handlers: every prompt built from the chat's own messages, batched streaming, stop -> abort.
 
-``install()`` registers the handlers; app/chainlit_app.py (the file Chainlit loads) calls it. Every
+``install()`` registers the handlers; app/ui/chainlit_app.py (the file Chainlit loads) calls it. Every
 handler finds the app through ``current_runtime()``. The rules (cleaning, defaults, bounds, fitting to the
 context) live in app/conversation.py and are shared with /v1; this module only talks to the page.
 
@@ -21,7 +21,6 @@ from typing import Any, Optional
 import chainlit as cl
 from chainlit.input_widget import Slider, TextInput
 
-from app.branding import APP_NAME
 from app.chainlit_internals import (
     REFUSED_CHAT,
     answer_tasks,
@@ -33,8 +32,6 @@ from app.chainlit_internals import (
     remove_chainlits_stop_message,
     save_session_now,
 )
-from app.chat_address import tell_page_the_chat_address
-from app.chat_history import install_history, store_before_answer
 from app.conversation import (
     ChatTemplate,
     Message,
@@ -50,20 +47,23 @@ from app.documents.attach import configure_uploads, read_documents, relink_resum
 from app.documents.fitting import fit_in_context
 from app.documents.followup import PASSAGES_OF, as_sent, needing_passages
 from app.documents.prompt import DOCUMENTS, Fit, apply, documents_of, render_turn
-from app.engine_protocol import Sampling
-from app.engine_status import EngineState
+from app.engine.protocol import Sampling
+from app.engine.status import EngineState
 from app.errors import DocumentRefused, EngineUnavailable, PromptTooLongError, RequestRefused
 from app.heap import give_back_free_memory
 from app.history.chat_metadata import typed_settings
 from app.history.data_layer import session_user_identifier
 from app.history.presets import PresetStore
 from app.i18n import STARTERS, t
-from app.markdown_nesting import closing_fence, limit_nesting
-from app.preset_commands import is_preset_command, offer_presets, run_preset_command
-from app.reading_line import ReadingLine
 from app.runtime import Runtime, current_runtime
 from app.settings import SAMPLING_BOUNDS
-from app.status_panel import (
+from app.ui.branding import APP_NAME
+from app.ui.chat_address import tell_page_the_chat_address
+from app.ui.chat_history import install_history, store_before_answer
+from app.ui.markdown_nesting import closing_fence, limit_nesting
+from app.ui.preset_commands import is_preset_command, offer_presets, run_preset_command
+from app.ui.reading_line import ReadingLine
+from app.ui.status_panel import (
     SHOW_STATUS_MESSAGE,
     engine_state_text,
     keep_status_fresh,
@@ -654,10 +654,10 @@ async def _attach_documents(rt: Runtime, message: cl.Message) -> None:
 
 
 def install() -> None:
-    """Register the Chainlit handlers (called by app/chainlit_app.py)."""
+    """Register the Chainlit handlers (called by app/ui/chainlit_app.py)."""
     rt = current_runtime()
     configure_uploads(rt.settings.chat)  # Chainlit's upload limits are --max-upload-mb and --max-upload-files
-    install_history(rt)  # chat history: data layer, and the local user on loopback (app/chat_history.py)
+    install_history(rt)  # chat history: data layer, and the local user on loopback (app/ui/chat_history.py)
     if rt.login.has_login_page:
         # Chainlit's login page guards the UI: each user's own secret, or the one person's --auth-token. On loopback
         # without users it is registered too, and offered once a user is added while the app runs.

@@ -1,8 +1,8 @@
 """What EngineHost may ask of an engine, and what an engine hands back: no vLLM type crosses this line.
 
-Two engines implement it: ``app/vllm_engine.py`` (vLLM's AsyncLLM in this process) and ``app/remote.py`` (a
-vLLM server's OpenAI API). EngineHost, the chat UI and /v1 see only ``Delta``s and the errors below, so a
-machine that only talks to a remote server never imports vLLM, and a new engine is one module.
+Two engines implement it: ``app/engine/vllm_engine.py`` (vLLM's AsyncLLM in this process) and
+``app/engine/remote.py`` (a vLLM server's OpenAI API). EngineHost, the chat UI and /v1 see only ``Delta``s and
+the errors below, so a machine that only talks to a remote server never imports vLLM, and a new engine is one module.
 """
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Optional, Protocol
 
-from app.engine_plan import EnginePlan
 from app.errors import EngineDied, RequestRefused  # noqa: F401  (what generate() may raise)
+from app.planning.engine_plan import EnginePlan
 
 
 @dataclass(frozen=True)
@@ -24,7 +24,7 @@ class Sampling:
     max_tokens: int  # the answer's budget: what the prompt left of the context, at most what was asked for
     seed: Optional[int] = None  # /v1's seed: the same seed and prompt give the same answer
     ignore_eos: bool = False  # write all max_tokens even past the answer's end (benchmarks, long-answer tests)
-    # The answer ends at any of these: the chat template's end of a turn and eos (app/end_of_turn.py).
+    # The answer ends at any of these: the chat template's end of a turn and eos (app/engine/end_of_turn.py).
     stop_token_ids: tuple[int, ...] = ()
 
     @property

@@ -18,7 +18,7 @@ after it was recorded), and a parent that is not a living app's (PID 1, a subrea
 process of the record). Other vLLM processes left under PID 1 (another data directory's, or an app too old to keep
 records) are only named, with the command to end them.
 
-    python -m app.orphan_guard APP_PID [RECORDS_FOLDER]   # started by the app itself; stdin is the pipe
+    python -m app.engine.orphan_guard APP_PID [RECORDS_FOLDER]   # started by the app itself; stdin is the pipe
 """
 from __future__ import annotations
 
@@ -55,10 +55,10 @@ def start_watcher(records: Optional[Path] = None) -> Optional[subprocess.Popen]:
     None where it cannot run (then only a normal exit cleans up)."""
     try:
         # Its own session: Ctrl-C on the terminal reaches the app, which then closes the pipe itself.
-        return subprocess.Popen([sys.executable, "-m", "app.orphan_guard", str(os.getpid()),
+        return subprocess.Popen([sys.executable, "-m", "app.engine.orphan_guard", str(os.getpid()),
                                  *([str(records)] if records else [])],
                                 stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                start_new_session=True, cwd=Path(__file__).resolve().parent.parent)
+                                start_new_session=True, cwd=Path(__file__).resolve().parents[2])  # the project root
     except OSError as err:
         log.warning("no watcher for engine processes (%s): a killed app may leave them running", err)
         return None

@@ -1,6 +1,6 @@
 """The records an engine start is described by: the model's shape and the engine plan.
 
-app/profiles.py makes the plan from the card and the model's shape; the engine protocol, the engine host and
+app/planning/profiles.py makes the plan from the card and the model's shape; the engine protocol, the engine host and
 the engines read it. Here, apart from the planner, so that those readers import neither the planner nor its
 hardware probes, settings and tutorial command lines.
 """
@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Optional
 
 if TYPE_CHECKING:
-    from app.hardware import GpuInfo
+    from app.planning.hardware import GpuInfo
 
 # The plan's `distributed_executor_backend` for the model inside vLLM's engine process (vLLM's "uni").
 ONE_PROCESS_EXECUTOR = "uni"
@@ -73,7 +73,7 @@ class EnginePlan:
     starter: Optional[EnginePlan] = None
 
     def to_dict(self) -> dict[str, Any]:
-        from app.hardware import GIB  # here: reading a plan needs no hardware module, only printing one
+        from app.planning.hardware import GIB  # here: reading a plan needs no hardware module, only printing one
 
         return {
             "gpu": self.gpu.to_dict() if self.gpu else None,

@@ -13,7 +13,7 @@ from typing import IO, Optional
 
 from tqdm import tqdm
 
-from app.engine_status import START_STEPS, EngineState, EngineStatus
+from app.engine.status import START_STEPS, EngineState, EngineStatus
 
 BAR_FORMAT = "{desc} |{bar:24}| {n_fmt}/{total_fmt} steps [{elapsed}]"
 

@@ -13,16 +13,16 @@ from typing import Any
 
 import chainlit as cl
 
-from app.branding import model_name
 from app.chainlit_internals import element_file_url
-from app.engine_status import START_STEPS, EngineStatus, Speed
+from app.engine.status import START_STEPS, EngineStatus, Speed
 from app.history.data_layer import session_user_identifier
 from app.history.writer import SLOW_SAVE_S
 from app.i18n import starting_engine_cost, t, worded
 from app.runtime import Runtime
+from app.ui.branding import model_name
 
 STATUS_REFRESH_SECONDS = 1.0
-# What the page's "Status" button posts on a phone (app/static/ui/face.js): draw the panel, which opens it there.
+# What the page's "Status" button posts on a phone (app/ui/static/ui/face.js): draw the panel, which opens it there.
 SHOW_STATUS_MESSAGE = {"ernie_chat": "show_status"}
 
 

@@ -6,7 +6,7 @@ users with their own secrets, the one person of --auth-token, or the local user 
 (app/guards/local_user.py). On another address with ``--insecure-no-auth`` and no users there is no
 history: everyone who reaches the port would be one user and read each other's chats.
 
-``install_history(runtime)`` is called from app/chat.py ``install()``; ``history_router()`` is included by
+``install_history(runtime)`` is called from app/ui/chat.py ``install()``; ``history_router()`` is included by
 app/server.py; ``store_before_answer(message)`` is awaited by the message handler before the engine answers.
 """
 from __future__ import annotations
@@ -71,7 +71,7 @@ def install_history(runtime: Any) -> None:
 
     if login.mode is LoginMode.LOCAL:
         install_local_user(login.local_identity())
-    # Resuming a chat (app/chat.py on_chat_resume): Chainlit puts its stored messages back into the chat
+    # Resuming a chat (app/ui/chat.py on_chat_resume): Chainlit puts its stored messages back into the chat
     # context, which every prompt is built from, and its saved session (with chat_settings) back in place.
 
 

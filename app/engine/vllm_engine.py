@@ -12,15 +12,15 @@ import threading
 from collections.abc import AsyncIterator
 from typing import Any, Optional
 
-from app.chainlit_internals import make_module_getattrs_pickle_safe
-from app.engine_plan import ONE_PROCESS_EXECUTOR, EnginePlan
-from app.engine_protocol import Delta, EngineDied, Sampling
+from app.engine.fork_gate import ForkGate
+from app.engine.pickle_safe import make_module_getattrs_pickle_safe
+from app.engine.protocol import Delta, EngineDied, Sampling
 from app.errors import one_line
-from app.fork_gate import ForkGate
+from app.planning.engine_plan import ONE_PROCESS_EXECUTOR, EnginePlan
 
 SERVED_MODEL_NAME = "ernie-chat"
 _IMPORT_LOCK = threading.Lock()
-ENGINE_FORKS = ForkGate()  # every engine build in this process passes it (app/fork_gate.py says why)
+ENGINE_FORKS = ForkGate()  # every engine build in this process passes it (app/engine/fork_gate.py says why)
 SHUTDOWN_GRACE_SECONDS = 1.0  # then vLLM kills its engine processes (the app reaps what is left)
 
 

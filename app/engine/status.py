@@ -1,6 +1,6 @@
 """What an engine start and a running engine look like from outside: the state, the start's steps, the speed.
 
-EngineHost (app/engine_host.py) writes an ``EngineStatus``; the terminal bar, the status panel, /readyz and
+EngineHost (app/engine/host.py) writes an ``EngineStatus``; the terminal bar, the status panel, /readyz and
 the model download read it. A module of its own so that those readers need not import the host.
 """
 from __future__ import annotations

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Optional
 
 # Stands for an answer's text when the template renders a finished turn: what follows it closes the turn.
@@ -63,17 +62,6 @@ def answer_end_tokens(tokenizer: Any, generation_config: Mapping[str, Any]) -> t
         found.setdefault(int(token_id), "generation_config.json's eos_token_id")
     return tuple(EndToken(token_id, tokenizer.convert_ids_to_tokens(token_id), why)
                  for token_id, why in found.items())
-
-
-def model_answer_end(model_dir: Optional[Path]) -> Optional[tuple[EndToken, ...]]:
-    """The end tokens of a model whose files are here (for ``--print-config``); None when they are not yet."""
-    if model_dir is None or not (model_dir / "tokenizer_config.json").is_file():
-        return None
-    from transformers import AutoTokenizer
-
-    from app.model_source import read_generation_defaults
-
-    return answer_end_tokens(AutoTokenizer.from_pretrained(model_dir), read_generation_defaults(str(model_dir)))
 
 
 def describe(ends: Optional[tuple[EndToken, ...]]) -> str:

@@ -1,6 +1,6 @@
 """Hardware facts: the NVIDIA cards NVML sees (or ones assumed on the command line) and the vLLM build.
 
-Everything here returns frozen records; the planning in app/profiles.py is a pure function of them.
+Everything here returns frozen records; the planning in app/planning/profiles.py is a pure function of them.
 NVML is read through nvidia-ml-py (module ``pynvml``); it needs only the driver, not CUDA.
 """
 from __future__ import annotations

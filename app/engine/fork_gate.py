@@ -15,7 +15,7 @@ thread, Python's own ``os.register_at_fork``; whichever thread forks, nothing el
 
 The same hook gives the forked child of the holding build its own environment (``child_env``): the starting
 engine's engine core samples without FlashInfer while the full-speed engine, built beside it in the same
-process, keeps vLLM's default (app/profiles.py ``STARTER_SAMPLER``). Setting ``os.environ`` in this process
+process, keeps vLLM's default (app/planning/profiles.py ``STARTER_SAMPLER``). Setting ``os.environ`` in this process
 instead would reach whichever engine forked next.
 """
 from __future__ import annotations

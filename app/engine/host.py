@@ -1,5 +1,5 @@
 """EngineHost: the engine (one at a time; two while a starting engine hands over), started in the background,
-watched, restarted. It speaks only the engine protocol (app/engine_protocol.py): no vLLM type here.
+watched, restarted. It speaks only the engine protocol (app/engine/protocol.py): no vLLM type here.
 
 Why a loop of its own: AsyncLLM binds its output handler to the event loop that creates it, and creating
 it blocks for the whole model load (20-45 s on a CPU). So the engine lives on a private loop in a thread,
@@ -7,7 +7,7 @@ the web server's loop never blocks, and every call crosses over with ``run_corou
 and ``call_soon_threadsafe`` (out). Calling ``generate`` directly across loops hangs.
 
 States: loading -> warming -> ready; ready -> restarting -> ready when the engine dies; failed when a
-start fails for good. With a starting engine (--quick-start, app/profiles.py) "ready" comes from an eager
+start fails for good. With a starting engine (--quick-start, app/planning/profiles.py) "ready" comes from an eager
 engine while the full-speed one is built on a second loop; new requests then go to the full one, answers in
 flight finish where they began, and the starting engine is shut down when its last answer ends.
 vLLM is imported on the engine thread, so the UI answers HTTP before it loads.
@@ -26,14 +26,14 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, replace
 from typing import Any, Optional
 
-from app.engine_plan import EnginePlan
-from app.engine_protocol import Delta, Engine, EngineFactory, Sampling
-from app.engine_status import START_STEPS, EngineState, EngineStatus, Speed, StartStep
+from app.engine.prefill_rate import MIN_MEASURED_TOKENS, PrefillRate
+from app.engine.protocol import Delta, Engine, EngineFactory, Sampling
+from app.engine.queueing import FairGate, PositionCallback
+from app.engine.status import START_STEPS, EngineState, EngineStatus, Speed, StartStep
 from app.errors import EngineDied, EngineStartError, EngineUnavailable, ErnieChatError, one_line
 from app.i18n import Phrase, starting_engine_cost
-from app.prefill_rate import MIN_MEASURED_TOKENS, PrefillRate
-from app.profiles import with_smaller_kv
-from app.queueing import FairGate, PositionCallback
+from app.planning.engine_plan import EnginePlan
+from app.planning.profiles import with_smaller_kv
 from app.telemetry import FILE_ONLY, AppMetrics, LogTail
 
 log = logging.getLogger("ernie_chat.engine")
@@ -411,7 +411,7 @@ class EngineHost:
                 await self._calibrate_prefill(slot, replace(sampled, max_tokens=1))
 
     async def _calibrate_prefill(self, slot: EngineSlot, sampled: Sampling) -> None:
-        """Read a prompt long enough for vLLM to measure how fast this engine reads (app/prefill_rate.py), so the
+        """Read a prompt long enough for vLLM to measure how fast this engine reads (app/engine/prefill_rate.py), so the
         first long document gets a time estimate (issue 35 item 2). Twice: the first read of a prompt this long
         pays one-time costs too (on the CPU it measured 55 tokens/s where documents were then read at 155), and
         only the second is measured. Other tokens the second time, so the prefix cache does not serve it."""

@@ -3,13 +3,13 @@
 Chainlit's page moves from / to /thread/<id> after a chat's first message, from its sidebar's thread list. On a
 phone that list is mounted only when the sidebar is first opened, so the move came then, mounted the whole page
 again, and the sidebar with it, closed: the first tap on the sidebar button after an answer did nothing (issue 35
-item 8). app/static/ui/face.js moves the page when this message comes, as Chainlit's list does on a wide page.
+item 8). app/ui/static/ui/face.js moves the page when this message comes, as Chainlit's list does on a wide page.
 """
 from __future__ import annotations
 
 import chainlit as cl
 
-CHAT_OPENED = "chat_opened"  # app/static/ui/face.js reads {"ernie_chat": CHAT_OPENED, "home": ..., "path": ...}
+CHAT_OPENED = "chat_opened"  # app/ui/static/ui/face.js reads {"ernie_chat": CHAT_OPENED, "home": ..., "path": ...}
 _SENT = "chat_address_sent"  # user_session key: once per chat
 
 

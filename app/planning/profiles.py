@@ -7,7 +7,7 @@ value and its reason. The numbers it uses were measured on an H200 with the real
 (docs/benchmarks.md): weights 0.73 GiB, activations 0.21, non-torch 0.22,
 CUDA graphs 0.22; KV cache 18.4 KB per token.
 
-``tutorial-*`` profiles run the tutorial's own command lines instead (app/tutorial_lines.py).
+``tutorial-*`` profiles run the tutorial's own command lines instead (app/planning/tutorial_lines.py).
 """
 from __future__ import annotations
 
@@ -16,9 +16,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Optional
 
-from app.engine_plan import ONE_PROCESS_EXECUTOR, EnginePlan, ModelShape
 from app.errors import InsufficientMemoryError, SettingsError, UnsupportedHardwareError
-from app.hardware import (
+from app.planning.engine_plan import ONE_PROCESS_EXECUTOR, EnginePlan, ModelShape
+from app.planning.hardware import (
     CUDA_WITHOUT_SM70,
     GIB,
     SM_BF16,
@@ -29,8 +29,8 @@ from app.hardware import (
     GpuInfo,
     VllmBuild,
 )
+from app.planning.tutorial_lines import TUTORIAL_CARDS, TUTORIAL_LINES, tutorial_warnings
 from app.settings import EngineSettings
-from app.tutorial_lines import TUTORIAL_CARDS, TUTORIAL_LINES, tutorial_warnings
 
 MIB = 1024**2
 
@@ -477,7 +477,8 @@ def _largest_context(tokens: int, longest: int) -> int:
 
 def plan_tutorial(profile: str, gpus: Sequence[GpuInfo], build: VllmBuild,
                   settings: EngineSettings) -> EnginePlan:
-    """The tutorial's exact flags (app/tutorial_lines.py), with a warning on each one its measurement contradicts."""
+    """The tutorial's exact flags (app/planning/tutorial_lines.py), with a warning on each one its measurement
+    contradicts."""
     gpu = choose_gpu(gpus)
     args = dict(TUTORIAL_LINES[profile])
     reasons = {k: f"the tutorial's {TUTORIAL_CARDS[profile]} line" for k in args}

@@ -4,7 +4,7 @@
 // the element changes; the status panel changes at load and as the engine starts, so the chat was covered on
 // every load. Here, on a narrow page, a sheet nobody asked for is closed (face.css hides it before it paints),
 // and a "Status" button in the header asks the app for the panel: the page passes window messages to the app
-// over its socket (Chainlit's on_window_message), and the app draws the panel again (app/chat.py).
+// over its socket (Chainlit's on_window_message), and the app draws the panel again (app/ui/chat.py).
 // Chainlit's custom_js is one script: the page's other scripts are loaded from beside this one.
 (() => {
   const here = document.currentScript && document.currentScript.src;
@@ -19,7 +19,7 @@
 (() => {
   const NARROW = window.matchMedia("(max-width: 767px)");
   const ASKED = "ernie-status-asked"; // on <html> while the user wants the sheet open
-  const SHOW_STATUS = { ernie_chat: "show_status" }; // app/status_panel.py SHOW_STATUS_MESSAGE
+  const SHOW_STATUS = { ernie_chat: "show_status" }; // app/ui/status_panel.py SHOW_STATUS_MESSAGE
   const LABEL = (navigator.language || "").toLowerCase().startsWith("zh") ? "状态" : "Status";
   const root = document.documentElement;
   let shownSinceAsked = false; // the asked-for sheet came: its going away means the user closed it
@@ -74,7 +74,7 @@
     else header.lastElementChild ? header.lastElementChild.prepend(button) : header.append(button);
   }
 
-  // The address of the chat the first message began (app/chat_address.py says why): the page moves there now,
+  // The address of the chat the first message began (app/ui/chat_address.py says why): the page moves there now,
   // through its own router (a popstate), if it is still on the home address. The move mounts Chainlit's page
   // again, and the status sheet that comes with it is closed as at the start: <html data-chat-address> is "moved"
   // until the new page is there without a sheet, then "settled".

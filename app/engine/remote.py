@@ -2,7 +2,7 @@
 
 When one machine is not enough, run `vllm serve` on a GPU server and start ernie-chat with
 ``--remote-url http://gpu-box:8000/v1``. ``RemoteEngine`` implements the engine protocol
-(app/engine_protocol.py) as ``VllmEngine`` does, so nothing above it changes: the chat
+(app/engine/protocol.py) as ``VllmEngine`` does, so nothing above it changes: the chat
 template and context fitting stay here (only the tokenizer is fetched, not the weights), and prompts go
 to the server as token ids through ``/v1/completions``, which vLLM's server accepts. The result is the
 same prompt, token for token, as the local engine would see.
@@ -16,9 +16,9 @@ from typing import Any, Optional
 
 import httpx
 
-from app.engine_plan import EnginePlan
-from app.engine_protocol import Delta, Sampling
+from app.engine.protocol import Delta, Sampling
 from app.errors import EngineDied, RemoteServerError, RequestRefused
+from app.planning.engine_plan import EnginePlan
 
 log = logging.getLogger("ernie_chat.remote")
 
