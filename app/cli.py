@@ -17,7 +17,7 @@ from pydantic import SecretStr, ValidationError
 from pydantic.fields import FieldInfo
 
 from app.errors import SettingsError
-from app.settings import ENV_PREFIX, SETTINGS_CLASSES, AppSettings
+from app.settings import ENV_PREFIX, SETTINGS_CLASSES, AppSettings, flag_name
 
 _UNSET = object()
 _SECRET_FIELDS = {name for cls in SETTINGS_CLASSES.values() for name, info in cls.model_fields.items()
@@ -40,11 +40,6 @@ class Command:
     user: Optional[str] = None  # import: whose the imported chats become
     giver: Optional[str] = None  # chats give: whose chats move (--from)
     taker: Optional[str] = None  # chats give: to whom (--to)
-
-
-def flag_name(name: str) -> str:
-    """A setting field's command-line flag (the one rule that names them)."""
-    return "--" + name.replace("_", "-")
 
 
 def _base_type(annotation: Any) -> Any:

@@ -18,6 +18,13 @@ from app.planning.tutorial_lines import TUTORIAL_LINES
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent  # where .chainlit/ and chainlit.md live
 ENV_PREFIX = "ERNIE_CHAT_"
+
+
+def flag_name(name: str) -> str:
+    """A setting field's command-line flag (the one rule that names them: app/cli.py generates the flags)."""
+    return "--" + name.replace("_", "-")
+
+
 DEFAULT_MODEL = "baidu/ERNIE-4.5-0.3B-PT"
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
 # A short token falls to guessing even with the login rate limit (docs/security.md, rows 5a-5b).

@@ -26,8 +26,7 @@ MIB = 1 << 20
 
 def _flag(name: str) -> str:
     """The setting's flag and its allowed values, from its field (the one place its bounds are written)."""
-    from app.cli import flag_name
-    from app.settings import ChatSettings
+    from app.settings import ChatSettings, flag_name
 
     rules = ChatSettings.model_fields[name].metadata
     low = next(rule.ge for rule in rules if hasattr(rule, "ge"))
