@@ -128,6 +128,7 @@ def _engine_factory(settings: AppSettings, plan: EnginePlan):
         from app.engine.remote import remote_engine_factory
 
         key = settings.model.remote_api_key
+        assert settings.model.remote_url is not None  # the planner plans "remote" only for --remote-url
         return remote_engine_factory(settings.model.remote_url, key.get_secret_value() if key else None,
                                      settings.model.remote_model)
     from app.engine.vllm_engine import create_vllm_engine  # imports vLLM only when it is called
@@ -221,7 +222,8 @@ def _resource_tracker_pid() -> int:
     try:
         from multiprocessing import resource_tracker
 
-        return resource_tracker._resource_tracker._pid or -1
+        # multiprocessing's private tracker: a change there is caught below
+        return resource_tracker._resource_tracker._pid or -1  # type: ignore[attr-defined]
     except (ImportError, AttributeError):
         return -1
 
@@ -240,6 +242,6 @@ def _stop_resource_tracker() -> None:
     try:
         from multiprocessing import resource_tracker
 
-        resource_tracker._resource_tracker._stop()
+        resource_tracker._resource_tracker._stop()  # type: ignore[attr-defined]  # private: a change is caught below
     except (ImportError, AttributeError, ChildProcessError, OSError):
         pass

@@ -69,7 +69,8 @@ def stop_watcher(watcher: Optional[subprocess.Popen]) -> None:
     if watcher is None:
         return
     try:
-        watcher.stdin.close()
+        if watcher.stdin is not None:  # started with a pipe: always there
+            watcher.stdin.close()
         watcher.wait(timeout=5)
     except (OSError, subprocess.TimeoutExpired):
         watcher.kill()

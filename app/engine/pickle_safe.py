@@ -41,6 +41,6 @@ def make_module_getattrs_pickle_safe() -> list[str]:
             continue
         lookup = vars(module).get("__getattr__")
         if callable(lookup) and not getattr(lookup, _WRAPPED, False):
-            module.__getattr__ = _attribute_error_only(name, lookup)
+            vars(module)["__getattr__"] = _attribute_error_only(name, lookup)
             changed.append(name)
     return changed

@@ -63,8 +63,8 @@ def locate(settings: HistorySettings) -> Optional[DatabaseLocation]:
     if settings.database_url is not None:
         url = settings.database_url.get_secret_value()
         if url.startswith("sqlite+aiosqlite:///"):  # a file, maybe as a URI: file:/path?mode=ro&uri=true
-            path = url.split(":///", 1)[1].split("?", 1)[0]
-            return DatabaseLocation(url, Path(path.removeprefix("file:")))
+            file_part = url.split(":///", 1)[1].split("?", 1)[0]
+            return DatabaseLocation(url, Path(file_part.removeprefix("file:")))
         return DatabaseLocation(url)
     path = data_folder(settings) / DB_FILE_NAME
     return DatabaseLocation(f"sqlite+aiosqlite:///{path}", path, own_folder=settings.data_dir is None)

@@ -6,13 +6,16 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 import chainlit as cl
 
 from app.errors import ErnieChatError
 from app.history.presets import PresetStore, preset_settings
 from app.i18n import STRINGS, t
+
+if TYPE_CHECKING:
+    from chainlit.types import CommandDict
 
 log = logging.getLogger("ernie_chat.presets")
 SAVE_COMMANDS = frozenset(strings["preset_save_command"] for strings in STRINGS.values())  # each language's
@@ -44,9 +47,10 @@ async def offer_presets(store: Optional[PresetStore], language: str) -> None:
     if store is None or user is None:
         return
     saved = await store.all(user)
-    commands = [{"id": t(language, "preset_save_command"), "icon": "bookmark-plus",
-                 "description": t(language, "preset_save_description"), "button": False, "persistent": False}]
-    commands += [{"id": name, "icon": "sliders-horizontal", "button": False, "persistent": False,
+    commands: list[CommandDict] = [{"id": t(language, "preset_save_command"), "icon": "bookmark-plus",
+                                    "description": t(language, "preset_save_description"), "button": False,
+                                    "persistent": False, "selected": False}]
+    commands += [{"id": name, "icon": "sliders-horizontal", "button": False, "persistent": False, "selected": False,
                   "description": t(language, "preset_use_description", summary=summary(language, settings))}
                  for name, settings in saved.items() if name not in SAVE_COMMANDS]
     await cl.context.emitter.set_commands(commands)

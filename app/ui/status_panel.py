@@ -122,7 +122,8 @@ async def show_status_in_resumed_chat(rt: Runtime, language: str, thread: dict[s
     change in it, no redraw brings it back (a race the history browser test lost in CI). So the panel also rides
     in the chat Chainlit is about to send."""
     panel = (await show_status(rt, language)).to_dict()
-    panel["url"] = element_file_url(rt.settings.server.root_path, panel["chainlitKey"], cl.context.session.id)
+    if panel["chainlitKey"]:  # set by the send above: the panel's file is in this session's files
+        panel["url"] = element_file_url(rt.settings.server.root_path, panel["chainlitKey"], cl.context.session.id)
     thread["elements"] = [*(e for e in thread.get("elements") or () if e.get("id") != panel["id"]), panel]
 
 
