@@ -26,6 +26,23 @@ def _ids(body: dict[str, Any], method: str) -> tuple[tuple[str, ...], tuple[str,
     return (str(feedback.get("forId", "")),), ((str(feedback["id"]),) if feedback.get("id") else ())
 
 
+async def _read_body(receive, send) -> Optional[bytes]:
+    """The whole request body, read up to MAX_FEEDBACK_BYTES; None when the client went away or the body was over
+    the limit (then answered 413 here)."""
+    chunks, size, more = [], 0, True
+    while more:
+        message = await receive()
+        if message["type"] != "http.request":
+            return None  # the client went away
+        chunks.append(message.get("body", b""))
+        size += len(chunks[-1])
+        if size > MAX_FEEDBACK_BYTES:
+            await send_error(send, BodyTooLargeError(f"a feedback body holds at most {MAX_FEEDBACK_BYTES:,} bytes"))
+            return None
+        more = message.get("more_body", False)
+    return b"".join(chunks)
+
+
 class FeedbackOwnerCheck:
     """Pure ASGI: a PUT or DELETE /feedback whose message or feedback is in another user's chat gets 404 (as an
     unknown one would: ids of others' chats are not confirmed). ``history`` gives the chat store, or None."""
@@ -46,19 +63,9 @@ class FeedbackOwnerCheck:
         if user is None:  # not logged in: Chainlit answers 401 itself
             await self.app(scope, receive, send)
             return
-        chunks, size, more = [], 0, True
-        while more:
-            message = await receive()
-            if message["type"] != "http.request":
-                return  # the client went away
-            chunks.append(message.get("body", b""))
-            size += len(chunks[-1])
-            if size > MAX_FEEDBACK_BYTES:
-                await send_error(send, BodyTooLargeError(f"a feedback body holds at most {MAX_FEEDBACK_BYTES:,} "
-                                                         "bytes"))
-                return
-            more = message.get("more_body", False)
-        body = b"".join(chunks)
+        body = await _read_body(receive, send)
+        if body is None:
+            return
         try:
             parsed = json.loads(body)
         except ValueError:

@@ -190,37 +190,45 @@ class WebGuard:
 
     async def _serve_http(self, scope, receive, send) -> None:
         limit, flag = self.policy.body_limit(scope.get("method", "GET"), scope.get("path", ""))
-        state = {"received": 0, "exceeded": False, "started": False}
-
-        async def limited_receive():
-            message = await receive()
-            if message["type"] == "http.request":
-                state["received"] += len(message.get("body", b""))
-                if state["received"] > limit:
-                    state["exceeded"] = True
-                    raise BodyTooLarge()
-            return message
-
-        async def guarded_send(message) -> None:
-            if state["exceeded"] and not state["started"]:
-                return  # the app's own answer to BodyTooLarge (a 500 from an inner error handler): ours is 413
-            if message["type"] == "http.response.start":
-                state["started"] = True
-                message = {**message, "headers": [*message.get("headers", []),
-                                                  (b"content-security-policy", CONTENT_SECURITY_POLICY.encode())]}
-            await send(message)
-
+        body = _LimitedBody(receive, send, limit)
         try:
-            await self.app(scope, limited_receive, guarded_send)
+            await self.app(scope, body.receive, body.send)
         except BodyTooLarge:
             pass
         except Exception:
-            if not state["exceeded"]:
+            if not body.exceeded:
                 raise
-        if state["exceeded"] and not state["started"]:
+        if body.exceeded and not body.started:
             log.warning("refused %s: chunked body over %d bytes", scope.get("path", ""), limit)
             await send_error(send, BodyTooLargeError(f"request body is over the limit of {limit} bytes "
                                                      f"({flag})"), [(b"connection", b"close")])
+
+
+class _LimitedBody:
+    """One request's receive and send, as the app behind the guard sees them: the body stops at ``limit`` bytes
+    (BodyTooLarge, answered 413 by the guard), and every response carries the Content-Security-Policy."""
+
+    def __init__(self, receive, send, limit: int) -> None:
+        self._receive, self._send, self._limit = receive, send, limit
+        self.received, self.exceeded, self.started = 0, False, False
+
+    async def receive(self):
+        message = await self._receive()
+        if message["type"] == "http.request":
+            self.received += len(message.get("body", b""))
+            if self.received > self._limit:
+                self.exceeded = True
+                raise BodyTooLarge()
+        return message
+
+    async def send(self, message) -> None:
+        if self.exceeded and not self.started:
+            return  # the app's own answer to BodyTooLarge (a 500 from an inner error handler): ours is 413
+        if message["type"] == "http.response.start":
+            self.started = True
+            message = {**message, "headers": [*message.get("headers", []),
+                                              (b"content-security-policy", CONTENT_SECURITY_POLICY.encode())]}
+        await self._send(message)
 
 
 def install(app, server_settings, max_upload_bytes: int) -> GuardPolicy:

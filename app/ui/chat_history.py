@@ -109,6 +109,20 @@ def attachment(name: str) -> str:
     return f"attachment; filename=\"{fallback}\"; filename*=UTF-8''{quote(shown, safe='')}"
 
 
+async def _owned_chat(thread_id: str, user: Any) -> dict:
+    """The chat (with every message's stored time), when ``user`` owns it; raises the error to answer with.
+    Someone else's chat answers as an unknown one does: its id is not confirmed."""
+    store = current_store()
+    if store is None:
+        raise NotFoundError("chat history is off (--no-history)")
+    if user is None:
+        raise AuthenticationError("log in first")
+    thread = await thread_for_export(store.layer, thread_id)
+    if thread is None or await store.layer.get_thread_author(thread_id) != user.identifier:
+        raise NotFoundError("no such chat")
+    return thread
+
+
 def history_router() -> APIRouter:
     """``GET /history/chats/{id}/export.md|json``: one chat as a download; ``.../documents/{message}/{n}``: the text
     of a file attached to it. For the chat's owner only."""
@@ -116,25 +130,12 @@ def history_router() -> APIRouter:
 
     router = APIRouter()
 
-    async def owned_chat(thread_id: str, user: Any) -> dict:
-        """The chat (with every message's stored time), when ``user`` owns it; raises the error to answer with.
-        Someone else's chat answers as an unknown one does: its id is not confirmed."""
-        store = current_store()
-        if store is None:
-            raise NotFoundError("chat history is off (--no-history)")
-        if user is None:
-            raise AuthenticationError("log in first")
-        thread = await thread_for_export(store.layer, thread_id)
-        if thread is None or await store.layer.get_thread_author(thread_id) != user.identifier:
-            raise NotFoundError("no such chat")
-        return thread
-
     @router.get("/history/chats/{thread_id}/export.{fmt}")
     async def export_chat(thread_id: str, fmt: str, user: Any = Depends(get_current_user)) -> Response:
         if fmt not in ("md", "json"):
             return error_response(NotFoundError("export formats: md, json"))
         try:
-            thread = await owned_chat(thread_id, user)
+            thread = await _owned_chat(thread_id, user)
         except ErnieChatError as err:
             return error_response(err)
         body = to_json(thread) if fmt == "json" else to_markdown(thread)
@@ -147,7 +148,7 @@ def history_router() -> APIRouter:
                             user: Any = Depends(get_current_user)) -> Response:
         """The text kept from a file attached to one of the chat's messages (app/documents)."""
         try:
-            thread = await owned_chat(thread_id, user)
+            thread = await _owned_chat(thread_id, user)
         except ErnieChatError as err:
             return error_response(err)
         step: dict[str, Any] = next((dict(s) for s in thread.get("steps") or [] if s.get("id") == step_id), {})
