@@ -27,6 +27,7 @@ from app.conversation import (
     FittedPrompt,
     answer_sampling,
     chat_defaults,
+    clamp_sampling,
     clean_message,
     fit_to_context,
 )
@@ -199,13 +200,15 @@ async def _prompt(rt: Runtime, body: ChatRequest, pool: ThreadPoolExecutor) -> t
     if sum(len(m["content"]) for m in messages) > chat.max_message_chars * 4:
         raise BadRequestError(f"messages: over {chat.max_message_chars * 4:,} characters in all")
     defaults = chat_defaults(chat, rt.generation_defaults, rt.max_model_len)
+    # Checked already (ChatRequest's fields carry API_SAMPLING_BOUNDS): this only fills in what was not asked for.
+    asked = clamp_sampling(body.model_dump(include={"temperature", "top_p", "max_tokens", "seed"}), defaults,
+                           bounds=API_SAMPLING_BOUNDS).chosen
     system = "\n".join(m["content"] for m in messages if m["role"] == "system")
     turns = [m for m in messages if m["role"] != "system"]
     fitted = await asyncio.get_running_loop().run_in_executor(
         pool, fit_to_context, system, turns[:-1], turns[-1]["content"], rt.max_model_len,
-        body.max_tokens or defaults["max_tokens"], ChatTemplate(rt.tokenizer))
-    return fitted, answer_sampling(body.model_dump(include={"temperature", "top_p", "seed"}), defaults, fitted,
-                                   rt.model.stop_token_ids)
+        asked.max_tokens, ChatTemplate(rt.tokenizer))
+    return fitted, answer_sampling(asked, fitted, rt.model.stop_token_ids)
 
 
 # The answers are built with the `openai` package's types, unvalidated (model_construct): the finish reason goes

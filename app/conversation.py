@@ -173,47 +173,63 @@ def max_tokens_cap(max_model_len: int) -> int:
     return max(int(SAMPLING_BOUNDS["max_tokens"].low), max_model_len // 2)
 
 
-@dataclass
+@dataclass(frozen=True)
+class ChatSampling:
+    """How a chat asks to be answered, every default filled in: the one value the settings panel (and a preset,
+    which fills the panel) and a /v1 request each end in, made only by ``clamp_sampling``."""
+
+    temperature: float
+    top_p: float
+    max_tokens: int  # asked for; the answer gets at most what the prompt leaves (FittedPrompt.max_tokens)
+    seed: Optional[int] = None  # /v1's seed; the settings panel has none
+
+
+@dataclass(frozen=True)
 class SamplingChoice:
-    values: dict[str, float] = field(default_factory=dict)
+    chosen: ChatSampling
     corrections: list[tuple[str, object, Bound, float]] = field(default_factory=list)
 
 
-def clamp_sampling(raw: Mapping[str, object], defaults: Mapping[str, float], answer_cap: int) -> SamplingChoice:
-    """Values from the settings panel, checked; an out-of-range or garbled value is replaced and reported."""
-    choice = SamplingChoice()
-    for name, bound in SAMPLING_BOUNDS.items():
-        high = min(bound.high, answer_cap) if name == "max_tokens" else bound.high
-        value: object = raw.get(name, defaults[name])
+def clamp_sampling(raw: Mapping[str, object], defaults: Mapping[str, Any], answer_cap: Optional[int] = None,
+                   bounds: Mapping[str, Bound] = SAMPLING_BOUNDS) -> SamplingChoice:
+    """What was asked for, checked, else the chat's defaults (``chat_defaults``): the one place they are filled in.
+
+    A value missing or None takes the default (/v1 leaves an unset field None; 0 is a value). An out-of-range or
+    garbled value (the settings panel's, a stored chat's) is replaced and reported. ``answer_cap``: the longest
+    answer the settings panel may ask for (``max_tokens_cap``); /v1 passes none and its own ``bounds``
+    (API_SAMPLING_BOUNDS), which its request model has already checked."""
+    values: dict[str, float] = {}
+    corrections: list[tuple[str, object, Bound, float]] = []
+    for name, bound in bounds.items():
+        high = min(bound.high, answer_cap) if name == "max_tokens" and answer_cap is not None else bound.high
+        value: object = raw.get(name)
+        if value is None:
+            value = defaults[name]
         try:
             number = float(value)  # type: ignore[arg-type]
             if number != number:  # NaN
                 raise ValueError
         except (TypeError, ValueError):
             number = float(defaults[name])
-            choice.corrections.append((name, value, Bound(bound.low, high), number))
+            corrections.append((name, value, Bound(bound.low, high), number))
         else:
             clamped = min(max(number, bound.low), high)
             if clamped != number:
-                choice.corrections.append((name, value, Bound(bound.low, high), clamped))
+                corrections.append((name, value, Bound(bound.low, high), clamped))
             number = clamped
-        choice.values[name] = int(number) if bound.integer else number
-    return choice
+        values[name] = number
+    seed = raw.get("seed")
+    chosen = ChatSampling(temperature=values["temperature"], top_p=values["top_p"],
+                          max_tokens=int(values["max_tokens"]),
+                          seed=seed if isinstance(seed, int) and not isinstance(seed, bool) else None)
+    return SamplingChoice(chosen, corrections)
 
 
-def answer_sampling(asked: Mapping[str, Any], defaults: Mapping[str, Any], fitted: FittedPrompt,
-                    stop_token_ids: tuple[int, ...] = ()) -> Sampling:
-    """How one answer is sampled, for the chat UI and /v1 alike: the temperature and top_p asked for (the
-    settings panel's, checked by ``clamp_sampling``, or the request's), else the chat's defaults; the answer
-    budget the prompt left; the seed, when one was asked for; and the tokens the answer ends at (the model's,
-    ``ModelFiles.stop_token_ids``)."""
-
-    def asked_or_default(name: str) -> Any:
-        value = asked.get(name)
-        return defaults[name] if value is None else value
-
-    return Sampling(temperature=float(asked_or_default("temperature")), top_p=float(asked_or_default("top_p")),
-                    max_tokens=fitted.max_tokens, seed=asked.get("seed"), stop_token_ids=tuple(stop_token_ids))
+def answer_sampling(chosen: ChatSampling, fitted: FittedPrompt, stop_token_ids: tuple[int, ...] = ()) -> Sampling:
+    """How one answer is sampled, for the chat UI and /v1 alike: the chat's sampling (``clamp_sampling``), with the
+    answer budget the prompt left and the tokens the answer ends at (the model's, ``ModelFiles.stop_token_ids``)."""
+    return Sampling(temperature=chosen.temperature, top_p=chosen.top_p, max_tokens=fitted.max_tokens,
+                    seed=chosen.seed, stop_token_ids=tuple(stop_token_ids))
 
 
 def stats_line_values(tokens: int, ttft: Optional[float], decode_seconds: float) -> dict[str, float]:

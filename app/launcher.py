@@ -59,6 +59,7 @@ def print_plan(plan: EnginePlan, as_json: bool, answer_end: Optional[tuple[EndTo
     print(f"card:    {gpu.name} (sm{gpu.sm}, {gpu.total_bytes / GIB:.1f} GiB, {gpu.free_bytes / GIB:.1f} GiB free)"
           if gpu else "card:    none (CPU)" if plan.device == "cpu" else "card:    none needed here")
     print(f"profile: {plan.profile}   planned memory: {plan.planned_bytes / GIB:.2f} GiB")
+    print(f"answers at once: {plan.max_concurrent}\n      why: {plan.reasons.get('max_concurrent', '')}")
     for name, value in plan.engine_args.items():
         print(f"  --{name.replace('_', '-')}={value}\n      why: {plan.reasons.get(name, '')}")
     for name, value in {**plan.env_defaults, **plan.env}.items():

@@ -103,8 +103,7 @@ def build_runtime(settings: AppSettings, plan: EnginePlan, engine_factory: Engin
     model = ModelFiles(settings.model, TOKENIZER_PATTERNS if remote else None)
     metrics = AppMetrics()
     host = EngineHost(EngineHostOptions(
-        model_path_provider=model.provide, plan=plan, metrics=metrics,
-        max_concurrent=settings.engine.max_concurrent_chats, engine_factory=engine_factory,
+        model_path_provider=model.provide, plan=plan, metrics=metrics, engine_factory=engine_factory,
         # A remote server restarts on its own schedule (a vLLM start takes a minute or
         # more): keep reconnecting, with the same capped backoff, instead of giving up.
         max_restarts=None if remote else settings.engine.max_restarts,

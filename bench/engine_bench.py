@@ -157,7 +157,7 @@ async def measure(name, model_dir, gpus, build, shape, vocab, args):
     plan = replace(plan, engine_args={**plan.engine_args, "skip_tokenizer_init": True, **extra})
     gpu = plan.gpu
     before = gpu_memory_used(gpu) if gpu else None
-    host = EngineHost(EngineHostOptions(lambda progress: model_dir, plan, AppMetrics(), settings.max_concurrent_chats,
+    host = EngineHost(EngineHostOptions(lambda progress: model_dir, plan, AppMetrics(),
                                         engine_factory=create_vllm_engine, max_restarts=0,
                                         start_timeout=args.start_timeout))
     started = time.perf_counter()

@@ -100,7 +100,7 @@ def engine_host(tiny_model_dir, caller_loop):
     shape = ModelShape.from_config(json.loads((tiny_model_dir / "config.json").read_text()))
     plan = plan_engine(EngineSettings(max_model_len=1024, max_concurrent_chats=4), [],
                        VllmBuild(True, "0.29.0", "cpu"), shape)
-    host = EngineHost(EngineHostOptions(lambda progress: str(tiny_model_dir), plan, AppMetrics(), max_concurrent=4,
+    host = EngineHost(EngineHostOptions(lambda progress: str(tiny_model_dir), plan, AppMetrics(),
                                         engine_factory=create_vllm_engine, health_interval=0.5))
 
     async def start():

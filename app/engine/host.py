@@ -109,7 +109,6 @@ class EngineHostOptions:
     model_path_provider: Callable[[Callable[[str], None]], str]  # finds (or downloads) the model, telling progress
     plan: EnginePlan
     metrics: AppMetrics
-    max_concurrent: int  # answers generated at once; the rest wait in the fair queue
     engine_factory: EngineFactory
     max_restarts: Optional[int] = 5  # None: never give up (a remote server comes back on its own schedule)
     # Seconds before each further try of a full-speed engine that failed to start while the starting one answers
@@ -132,7 +131,7 @@ class EngineHost:
         self.options = options
         self.plan = options.plan  # the plan that runs: after an out-of-memory retry, the smaller one
         self.metrics = options.metrics
-        self.gate = FairGate(options.max_concurrent)
+        self.gate = FairGate(options.plan.max_concurrent)  # answers at once; the rest wait their turn
         self.prefill_rate = PrefillRate()  # how fast the engine reads prompts, measured after its warm-up's first round
         self.status = EngineStatus()
         self.metrics.set_engine_state(self.status.state)
@@ -401,7 +400,7 @@ class EngineHost:
         """
         sampled = Sampling(temperature=0.8, top_p=0.8, max_tokens=2)
         plan = slot.plan
-        most = int(plan.engine_args.get("max_num_seqs") or 1) if plan.device != "cpu" else 1
+        most = plan.max_concurrent if plan.device != "cpu" else 1  # the app never sends more at once
         for batch in [1] + [n for n in WARMUP_BATCHES if n <= most]:
             rounds = [sampled] * batch + ([replace(sampled, seed=0)] if batch == 1 else [])
             await asyncio.gather(*(self._drain(self._raw_stream([1, 2, 3, 4], params,

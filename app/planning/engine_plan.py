@@ -60,6 +60,9 @@ class EnginePlan:
     gpu: Optional[GpuInfo]
     engine_args: dict[str, Any]
     reasons: dict[str, str]
+    # Answers generated at once (reasons["max_concurrent"] says why): the fair queue lets this many through, the
+    # warm-up batches up to it, and vLLM's max_num_seqs is sized from it. 1 only in hand-made plans (tests).
+    max_concurrent: int = 1
     warnings: tuple[str, ...] = ()
     env: dict[str, str] = field(default_factory=dict)  # set for the engine's processes
     env_defaults: dict[str, str] = field(default_factory=dict)  # set unless the user set them already
@@ -79,6 +82,7 @@ class EnginePlan:
             "gpu": self.gpu.to_dict() if self.gpu else None,
             "profile": self.profile,
             "device": self.device,
+            "max_concurrent": self.max_concurrent,
             "engine_args": dict(self.engine_args),
             "reasons": dict(self.reasons),
             "warnings": list(self.warnings),

@@ -1,9 +1,9 @@
 """Card -> engine arguments: a pure function with a reason for every choice.
 
 ``plan_engine(engine_settings, gpus, build, ...)`` reads nothing and starts nothing; it is tested by tables
-of simulated cards (tests/unit/test_profiles.py). On a GPU it makes six decisions, one function each
-(dtype, CUDA graphs, KV dtype, KV budget and context, concurrency, memory share), each returning its
-value and its reason. The numbers it uses were measured on an H200 with the real ERNIE-4.5-0.3B-PT shape
+of simulated cards (tests/unit/test_profiles.py). On a GPU it makes seven decisions, one function each
+(dtype, CUDA graphs, KV dtype, answers at once, vLLM's batch, KV budget and context, memory share), each returning
+its value and its reason. The numbers it uses were measured on an H200 with the real ERNIE-4.5-0.3B-PT shape
 (docs/benchmarks.md): weights 0.73 GiB, activations 0.21, non-torch 0.22,
 CUDA graphs 0.22; KV cache 18.4 KB per token.
 
@@ -142,13 +142,13 @@ def _plan_cpu(settings: EngineSettings, shape: ModelShape, cpu: CpuFacts) -> Eng
         context = min(8192, shape.max_position_embeddings)
         why["max_model_len"] = f"{context} tokens: prompt processing on a CPU is slow, longer chats wait long"
     args["max_model_len"] = context
-    seqs = _concurrency(settings, mine, graphs=False)
-    args["max_num_seqs"] = seqs.value
-    why["max_num_seqs"] = (seqs.reason if "max_num_seqs" in mine else
-                           "= --max-concurrent-chats: the app never runs more at once")
+    concurrent = _max_concurrent(settings, mine)
+    why["max_concurrent"] = concurrent.reason
+    seqs = _max_num_seqs(concurrent.value, settings, mine, graphs=False)
+    args["max_num_seqs"], why["max_num_seqs"] = seqs.value, seqs.reason
     dtype_bytes = 4 if args["dtype"] == "float32" else 2
     kv_bytes = settings.kv_cache_memory_bytes if "kv_cache_memory_bytes" in mine else max(
-        64 * MIB, _kv_tokens(context, seqs.value) * shape.kv_bytes_per_token(dtype_bytes))
+        64 * MIB, _kv_tokens(context, concurrent.value) * shape.kv_bytes_per_token(dtype_bytes))
     # Never ask for more than half of what is free: the OS and the browser live here too.
     if kv_bytes > cpu.available_bytes // 2:
         raise InsufficientMemoryError(
@@ -157,7 +157,8 @@ def _plan_cpu(settings: EngineSettings, shape: ModelShape, cpu: CpuFacts) -> Eng
     args["kv_cache_memory_bytes"] = kv_bytes
     why["kv_cache_memory_bytes"] = (SET_BY_YOU if "kv_cache_memory_bytes" in mine else
                                     f"{_fmt_gib(kv_bytes)}: {context} tokens for one chat or "
-                                    f"{TYPICAL_CHAT_TOKENS} for each of {seqs.value} at once, not a share of RAM")
+                                    f"{TYPICAL_CHAT_TOKENS} for each of {concurrent.value} at once, not a share "
+                                    "of RAM")
     if "enforce_eager" in mine:
         args["enforce_eager"], why["enforce_eager"] = settings.enforce_eager, SET_BY_YOU
     else:
@@ -182,6 +183,7 @@ def _plan_cpu(settings: EngineSettings, shape: ModelShape, cpu: CpuFacts) -> Eng
         "default, and each prompt length is a new shape, so vLLM's CPU worker grew ~19 MiB a minute in a "
         f"soak (+9% in 20 min); with {ONEDNN_CACHE_ENTRIES} it stayed flat (bench/soak.py, docs/benchmarks.md)")
     plan = EnginePlan(profile="cpu", device="cpu", gpu=None, engine_args=args, reasons=why,
+                      max_concurrent=concurrent.value, warnings=concurrent.warnings,
                       env_defaults=env_defaults, user_set=mine,
                       planned_bytes=shape.weight_bytes(dtype_bytes) + kv_bytes)
     starter = _cpu_starter(settings, plan, cpu)
@@ -266,27 +268,28 @@ def _plan_gpu(settings: EngineSettings, gpus: Sequence[GpuInfo], build: VllmBuil
     dtype = _dtype(settings, gpu, mine)
     eager = _cuda_graphs(settings, mine)
     kv_dtype = _kv_dtype(settings, gpu)
-    seqs = _concurrency(settings, mine, graphs=not eager.value)
+    concurrent = _max_concurrent(settings, mine)
+    seqs = _max_num_seqs(concurrent.value, settings, mine, graphs=not eager.value)
     kv_per_token = shape.kv_bytes_per_token(_dtype_bytes(kv_dtype.value))
     fixed = _fixed_bytes(shape, eager.value)
-    context, kv = _kv_budget_and_context(settings, gpu, shape, fixed, kv_per_token, mine)
+    context, kv = _kv_budget_and_context(settings, gpu, shape, fixed, kv_per_token, mine, concurrent.value)
     planned = fixed + kv.value if kv.value else int(gpu.total_bytes * settings.gpu_memory_utilization)
     share = _memory_share(settings, gpu, planned, mine)
 
     args: dict[str, Any] = {"dtype": dtype.value, "enforce_eager": eager.value, "kv_cache_dtype": kv_dtype.value,
                             "max_num_seqs": seqs.value, "max_model_len": context.value}
     why = {"gpu": card.reason, "dtype": dtype.reason, "attention_backend": _attention_backend(gpu),
-           "enforce_eager": eager.reason, "kv_cache_dtype": kv_dtype.reason, "max_num_seqs": seqs.reason,
-           "max_model_len": context.reason}
+           "enforce_eager": eager.reason, "kv_cache_dtype": kv_dtype.reason, "max_concurrent": concurrent.reason,
+           "max_num_seqs": seqs.reason, "max_model_len": context.reason}
     if kv.value:
         args["kv_cache_memory_bytes"] = kv.value
         why["kv_cache_memory_bytes"] = kv.reason
     args["gpu_memory_utilization"] = share.value
     why["gpu_memory_utilization"] = share.reason
-    warnings = card.warnings + kv_dtype.warnings + share.warnings
+    warnings = card.warnings + kv_dtype.warnings + share.warnings + concurrent.warnings
     plan = EnginePlan(profile="auto", device="cuda", gpu=gpu, engine_args=args, reasons=why,
-                      warnings=warnings, env=card.value, planned_bytes=planned, user_set=mine,
-                      kv_bytes_per_token=kv_per_token)
+                      max_concurrent=concurrent.value, warnings=warnings, env=card.value, planned_bytes=planned,
+                      user_set=mine, kv_bytes_per_token=kv_per_token)
     starter = _gpu_starter(settings, plan, shape)
     why["quick_start"] = starter.reason
     return replace(plan, starter=starter.value)
@@ -375,23 +378,38 @@ def decode_graph_batch(chats: int) -> int:
     return -(-chats // step) * step
 
 
-def _concurrency(settings: EngineSettings, mine: frozenset[str], graphs: bool) -> Choice:
+def _max_concurrent(settings: EngineSettings, mine: frozenset[str]) -> Choice:
+    """Answers generated at once: the fair queue, the warm-up and max_num_seqs all read this one number."""
+    chats = settings.max_concurrent_chats
+    how = SET_BY_YOU if "max_concurrent_chats" in settings.model_fields_set else "the default"
+    warnings: tuple[str, ...] = ()
+    if "max_num_seqs" in mine and settings.max_num_seqs < chats:
+        warnings = (f"--max-num-seqs {settings.max_num_seqs} is below --max-concurrent-chats {chats}: the app lets "
+                    f"{chats} answers through at once and vLLM runs {settings.max_num_seqs} of them, the rest wait "
+                    "inside vLLM where the queue cannot tell them their place; raise --max-num-seqs or lower "
+                    "--max-concurrent-chats",)
+    return Choice(chats, f"{chats} (--max-concurrent-chats, {how}): answers generated at once; more wait in the "
+                         "app's fair queue, each user in turn, told their place; vLLM's max_num_seqs is sized from "
+                         "it, and a GPU's warm-up batches no more than it", warnings)
+
+
+def _max_num_seqs(chats: int, settings: EngineSettings, mine: frozenset[str], graphs: bool) -> Choice:
+    """vLLM's batch: the plan's answers at once (``chats``), rounded up to a full CUDA graph's batch size."""
     if "max_num_seqs" in mine:
         return Choice(settings.max_num_seqs, SET_BY_YOU)
-    chats = settings.max_concurrent_chats
     seqs = decode_graph_batch(chats) if graphs else chats
     if seqs == chats:
-        return Choice(seqs, f"{seqs} = --max-concurrent-chats: the app never sends more at once"
+        return Choice(seqs, f"{seqs} = max_concurrent: the app never sends more at once"
                       + (", and a batch size vLLM captures a full CUDA graph for" if graphs else ""))
     # vLLM captures its full decode graphs only for batch sizes up to max_num_seqs: with 12, a batch of 9-12
     # chats had no full graph to pad to (the next is 16) and ran on piecewise graphs at half the speed.
-    return Choice(seqs, f"{seqs}: --max-concurrent-chats ({chats}) rounded up to a batch size vLLM captures a full "
+    return Choice(seqs, f"{seqs}: max_concurrent ({chats}) rounded up to a batch size vLLM captures a full "
                         f"CUDA graph for; it captures those only up to max_num_seqs, so at {chats} the decode of "
                         f"{chats} chats fell back to piecewise graphs ({GRAPH_BATCH_MEASURED})")
 
 
 def _kv_budget_and_context(settings: EngineSettings, gpu: GpuInfo, shape: ModelShape, fixed: int,
-                           kv_per_token: int, mine: frozenset[str]) -> tuple[Choice, Choice]:
+                           kv_per_token: int, mine: frozenset[str], chats: int) -> tuple[Choice, Choice]:
     """(max_model_len, kv_cache_memory_bytes), sized from FREE memory (another process may hold the card),
     never from a share of the total. A kv value of 0 leaves the cache to vLLM (the user set a share)."""
     usable = gpu.free_bytes - reserve_bytes(gpu)
@@ -403,7 +421,6 @@ def _kv_budget_and_context(settings: EngineSettings, gpu: GpuInfo, shape: ModelS
             f"{_fmt_gib(minimum + reserve_bytes(gpu))} (weights, runtime, {MIN_CONTEXT} tokens of KV cache and "
             f"{_fmt_gib(reserve_bytes(gpu))} left for other programs). Close what nvidia-smi shows on that card, "
             "or use --profile cpu")
-    chats = settings.max_concurrent_chats
     if "kv_cache_memory_bytes" in mine:
         kv_bytes = settings.kv_cache_memory_bytes
         if fixed + kv_bytes > usable:
@@ -487,23 +504,29 @@ def plan_tutorial(profile: str, gpus: Sequence[GpuInfo], build: VllmBuild,
         warnings.append(f"vLLM {build.version} is a CUDA {build.torch_cuda} build: no sm_70 code, it cannot run "
                         f"on {gpu.name}. Fix: {cuda12_fix(build.version)}")
     planned = int(gpu.total_bytes * args["gpu_memory_utilization"])
+    concurrent = _max_concurrent(settings, user_set(settings))
+    reasons["max_concurrent"] = concurrent.reason
     return EnginePlan(profile=profile, device="cuda", gpu=gpu, engine_args=args, reasons=reasons,
-                      warnings=tuple(warnings), planned_bytes=planned)
+                      max_concurrent=concurrent.value, warnings=tuple(warnings) + concurrent.warnings,
+                      planned_bytes=planned)
 
 
 def plan_remote(settings: EngineSettings, url: str) -> EnginePlan:
     """No local engine: a vLLM server at ``url`` answers. Nothing about this machine's card matters."""
     # Not vLLM arguments (nothing starts here); the same shape so --print-config and /readyz read alike.
-    args: dict[str, Any] = {"remote_url": url, "max_num_seqs": settings.max_concurrent_chats}
-    reasons = {"max_num_seqs": f"{settings.max_concurrent_chats}: answers this app asks for at once "
-                               "(--max-concurrent-chats); the server batches them with other clients'",
+    args: dict[str, Any] = {"remote_url": url}
+    chats = settings.max_concurrent_chats
+    reasons = {"max_concurrent": f"{chats} (--max-concurrent-chats): answers this app asks the server for at once; "
+                                 "more wait in the app's fair queue, told their place; the server batches them with "
+                                 "other clients'",
                "remote_url": "the engine is a vLLM server there (--remote-url); this machine needs no card"}
     if settings.max_model_len is not None:
         args["max_model_len"] = settings.max_model_len
         reasons["max_model_len"] = "set by you (no larger than the server's)"
     else:
         reasons["max_model_len"] = "the server's, read from its /v1/models at start"
-    return EnginePlan(profile="remote", device="remote", gpu=None, engine_args=args, reasons=reasons)
+    return EnginePlan(profile="remote", device="remote", gpu=None, engine_args=args, reasons=reasons,
+                      max_concurrent=chats)
 
 
 def _apply_overrides(plan: EnginePlan, settings: EngineSettings) -> EnginePlan:

@@ -201,7 +201,7 @@ async def answer(rt: Runtime, message: cl.Message, continuing: Optional[cl.Messa
         await notice(t(language, "settings_fixed", name=name, value=value, low=bound.low, high=bound.high, used=used))
     system_prompt = str(chat_settings.get("system_prompt", defaults["system_prompt"]) or "")
     template = ChatTemplate(rt.tokenizer)
-    max_tokens = int(sampling.values["max_tokens"])
+    max_tokens = sampling.chosen.max_tokens
     if continuing is None and not any(d.get(PASSAGES_OF) for d in documents):  # not fitted for it yet
         earlier = [documents_of(m.metadata) for m in earlier_user_messages(message)]
         documents = documents + await asyncio.to_thread(needing_passages, earlier, text)
@@ -226,7 +226,7 @@ async def answer(rt: Runtime, message: cl.Message, continuing: Optional[cl.Messa
     if fitted.shortened:
         await notice(t(language, "shortened", tokens=fitted.max_tokens))
 
-    sampled = answer_sampling(sampling.values, defaults, fitted, rt.model.stop_token_ids)
+    sampled = answer_sampling(sampling.chosen, fitted, rt.model.stop_token_ids)
     await _stream_answer(rt, language, fitted.token_ids, sampled, continuing)
 
 

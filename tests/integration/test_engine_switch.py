@@ -80,7 +80,7 @@ def test_answer_streaming_across_the_switch_is_complete_and_nothing_is_left_runn
 
     def new_loop_threads(name_start: str) -> list[str]:
         return [t.name for t in threading.enumerate() if t not in threads_before and t.name.startswith(name_start)]
-    host = EngineHost(EngineHostOptions(lambda progress: str(tiny_model_dir), plan, AppMetrics(), max_concurrent=4,
+    host = EngineHost(EngineHostOptions(lambda progress: str(tiny_model_dir), plan, AppMetrics(),
                                         engine_factory=factory, health_interval=0.5))
     switched_at: list[float] = []
     host.add_listener(lambda status: status.speed is Speed.FULL and not switched_at and switched_at.append(time.time()))

@@ -14,7 +14,7 @@ from app.planning.engine_plan import EnginePlan
 from app.telemetry import AppMetrics
 from tests.helpers import FakeEngine, start_until_settled
 
-PLAN = EnginePlan(profile="auto", device="cuda", gpu=None, reasons={},
+PLAN = EnginePlan(profile="auto", device="cuda", gpu=None, reasons={}, max_concurrent=12,
                   engine_args={"kv_cache_memory_bytes": 2 * 2**30, "max_model_len": 32768, "max_num_seqs": 12})
 
 
@@ -45,7 +45,7 @@ def test_the_tokenizer_loads_while_the_engine_starts(tiny_model_dir, monkeypatch
         files.wait_loaded()
         order.append("tokenizer loaded")
 
-    host = EngineHost(EngineHostOptions(files.provide, PLAN, AppMetrics(), max_concurrent=2, engine_factory=factory,
+    host = EngineHost(EngineHostOptions(files.provide, PLAN, AppMetrics(), engine_factory=factory,
                                         health_interval=60, before_ready=tokenizer_ready))
     host.add_listener(lambda status: status.state is EngineState.READY and order.append("ready"))
 
@@ -70,7 +70,7 @@ def test_a_broken_tokenizer_fails_the_start_in_one_line(tmp_path, tiny_model_dir
     (broken / "tokenizer.json").write_text("{not json")
     files = ModelFiles(ModelSettings(model=str(broken)))
     fatal: list[str] = []
-    host = EngineHost(EngineHostOptions(files.provide, PLAN, AppMetrics(), max_concurrent=2,
+    host = EngineHost(EngineHostOptions(files.provide, PLAN, AppMetrics(),
                                         engine_factory=lambda path, plan: FakeEngine(plan), health_interval=60,
                                         before_ready=files.wait_loaded, on_fatal=fatal.append))
 

@@ -3,6 +3,7 @@ import pytest
 
 from app.conversation import (
     MIN_ANSWER_TOKENS,
+    ChatSampling,
     FittedPrompt,
     answer_sampling,
     clamp_sampling,
@@ -11,6 +12,7 @@ from app.conversation import (
 )
 from app.engine.protocol import Sampling
 from app.errors import PromptTooLongError
+from app.settings import API_SAMPLING_BOUNDS
 
 
 class CharTemplate:
@@ -80,14 +82,29 @@ def test_answer_budget_shrinks_with_a_notice_when_needed():
 ])
 def test_out_of_range_sampling_is_corrected_and_reported(raw, name, expected):
     choice = clamp_sampling(raw, {"temperature": 0.8, "top_p": 0.8, "max_tokens": 512}, 2048)
-    assert choice.values[name] == expected
+    assert getattr(choice.chosen, name) == expected
     assert [c[0] for c in choice.corrections] == [name]
 
 
 def test_in_range_sampling_is_kept():
     choice = clamp_sampling({"temperature": 0.3, "top_p": 0.9, "max_tokens": 64},
                             {"temperature": 0.8, "top_p": 0.8, "max_tokens": 512}, 2048)
-    assert choice.values == {"temperature": 0.3, "top_p": 0.9, "max_tokens": 64} and not choice.corrections
+    assert choice.chosen == ChatSampling(temperature=0.3, top_p=0.9, max_tokens=64) and not choice.corrections
+
+
+def test_defaults_are_filled_in_once_and_v1_keeps_its_own_answer_range():
+    """The panel's missing values, a stored chat's None and /v1's unset fields all take the chat's defaults in
+    clamp_sampling, the one place; the panel's answer length stops at its cap, /v1's at API_SAMPLING_BOUNDS
+    (down to one token, up to the bound: the prompt's fitting then gives what the context leaves)."""
+    defaults = {"temperature": 0.6, "top_p": 0.7, "max_tokens": 300}
+    panel = clamp_sampling({"max_tokens": 10**6, "top_p": None}, defaults, 1024)
+    assert panel.chosen == ChatSampling(temperature=0.6, top_p=0.7, max_tokens=1024)
+    assert [c[0] for c in panel.corrections] == ["max_tokens"]  # None is "not set", not a garbled value
+    v1 = clamp_sampling({"max_tokens": 1, "seed": None}, defaults, bounds=API_SAMPLING_BOUNDS).chosen
+    assert v1 == ChatSampling(temperature=0.6, top_p=0.7, max_tokens=1) and isinstance(v1.max_tokens, int)
+    long = clamp_sampling({"max_tokens": 20000}, defaults, bounds=API_SAMPLING_BOUNDS)
+    assert long.chosen.max_tokens == 20000 and not long.corrections
+    assert clamp_sampling({"seed": True}, defaults).chosen.seed is None  # a bool is no seed
 
 
 def test_a_small_answer_limit_is_not_mistaken_for_a_full_context():
@@ -137,15 +154,20 @@ def test_new_chats_take_the_models_sampling_defaults_unless_the_user_set_ours():
 
 
 def test_the_ui_and_v1_sample_by_one_rule():
-    """What was asked for, else the chat's defaults; the answer budget is what the prompt left."""
+    """What was asked for, else the chat's defaults, filled in once (clamp_sampling); the answer budget is what the
+    prompt left."""
     defaults = {"temperature": 0.8, "top_p": 0.8, "max_tokens": 512}
     fitted = FittedPrompt([1, 2, 3], dropped_messages=0, max_tokens=100, shortened=True)
-    assert answer_sampling({}, defaults, fitted) == Sampling(temperature=0.8, top_p=0.8, max_tokens=100)
-    asked = {"temperature": 0, "top_p": None, "seed": 7}  # /v1: an unset field is None; 0 is a value
-    assert answer_sampling(asked, defaults, fitted) == Sampling(temperature=0.0, top_p=0.8, max_tokens=100, seed=7)
+    panel = clamp_sampling({}, defaults, 2048)
+    assert panel.chosen == ChatSampling(temperature=0.8, top_p=0.8, max_tokens=512) and not panel.corrections
+    assert answer_sampling(panel.chosen, fitted) == Sampling(temperature=0.8, top_p=0.8, max_tokens=100)
+    asked = {"temperature": 0, "top_p": None, "max_tokens": None, "seed": 7}  # /v1: unset is None; 0 is a value
+    v1 = clamp_sampling(asked, defaults, bounds=API_SAMPLING_BOUNDS)
+    assert v1.chosen == ChatSampling(temperature=0.0, top_p=0.8, max_tokens=512, seed=7) and not v1.corrections
+    assert answer_sampling(v1.chosen, fitted) == Sampling(temperature=0.0, top_p=0.8, max_tokens=100, seed=7)
     # The model's end tokens (app/engine/end_of_turn.py) reach the engine with every answer, and a benchmark's
     # ignore_eos drops them: its answer writes all max_tokens.
-    ending = answer_sampling({}, defaults, fitted, (4, 2))
+    ending = answer_sampling(panel.chosen, fitted, (4, 2))
     assert ending.stop_token_ids == (4, 2) and ending.ends_at == [4, 2]
     assert Sampling(0.8, 0.8, 100, ignore_eos=True, stop_token_ids=(4, 2)).ends_at == []
 
@@ -167,8 +189,8 @@ def test_one_definition_of_the_sampling_bounds():
         below = bound.low - (1 if bound.integer else 0.01)
         with pytest.raises(ValidationError):
             ChatSettings(_env_file=None, **{name: below})
-        assert clamp_sampling({name: below}, {"temperature": 0.8, "top_p": 0.8, "max_tokens": 512},
-                              10**6).values[name] == bound.low
+        assert getattr(clamp_sampling({name: below}, {"temperature": 0.8, "top_p": 0.8, "max_tokens": 512},
+                                      10**6).chosen, name) == bound.low
 
 
 def test_an_answer_cut_at_its_limit_is_continued_from_a_prompt_that_ends_with_it(tmp_path):

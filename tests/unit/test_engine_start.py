@@ -17,14 +17,14 @@ from app.telemetry import AppMetrics, LogTail
 from tests.helpers import FakeEngine, start_until_settled
 
 GIB = 2**30
-PLAN = EnginePlan(profile="auto", device="cuda", gpu=None, reasons={},
+PLAN = EnginePlan(profile="auto", device="cuda", gpu=None, reasons={}, max_concurrent=12,
                   engine_args={"kv_cache_memory_bytes": 2 * GIB, "max_model_len": 32768, "max_num_seqs": 12})
 CUDA_OOM = RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 22.06 GiB")
 
 
 def start(factory, log_tail=None, details=None, plan=PLAN, launched_at=None) -> tuple[EngineHost, list[str]]:
     fatal: list[str] = []
-    host = EngineHost(EngineHostOptions(lambda progress: "/models/ernie", plan, AppMetrics(), max_concurrent=2,
+    host = EngineHost(EngineHostOptions(lambda progress: "/models/ernie", plan, AppMetrics(),
                                         engine_factory=factory, health_interval=60, log_tail=log_tail,
                                         on_fatal=fatal.append, launched_at=launched_at))
     if details is not None:  # what /readyz, the status panel and the bar show, in order
@@ -150,11 +150,34 @@ def test_warm_up_samples_a_batch_of_eight_like_chats_do_before_ready():
 
     host, fatal = start(lambda path, plan: CountingEngine(plan))
     assert host.status.ready_seconds is not None and not fatal
-    # max_num_seqs 12: a chat-like request and a seeded one, the prefill calibration's two reads, then 8 at once
+    # 12 at once: a chat-like request and a seeded one, the prefill calibration's two reads, then 8 at once
     assert seen["calls"] == 2 + 2 + 8 and seen["most"] == 8
     assert all(t > 0 and p < 1 for t, p, _ in seen["params"])  # sampled, so the top-p path runs
     # Chats send no seed: the unseeded path is the one warmed for them (a seeded-only warm-up left it cold).
     assert [seed for _, _, seed in seen["params"]].count(None) == 11
+
+
+def test_the_queue_and_the_warm_up_read_the_answers_at_once_from_the_plan():
+    """plan.max_concurrent, not max_num_seqs (vLLM's batch, rounded up for CUDA graphs): the app never sends more
+    than it at once, so a batch larger than it is never warmed, and the fair queue lets that many through."""
+    import dataclasses
+
+    in_flight, most = [0], [0]
+
+    class CountingEngine(FakeEngine):
+        async def generate(self, token_ids, sampling, request_id):
+            in_flight[0] += 1
+            most[0] = max(most[0], in_flight[0])
+            await asyncio.sleep(0.05)
+            in_flight[0] -= 1
+            async for out in super().generate(token_ids, sampling, request_id):
+                yield out
+
+    plan = dataclasses.replace(PLAN, max_concurrent=4, engine_args={**PLAN.engine_args, "max_num_seqs": 16})
+    host, fatal = start(lambda path, engine_plan: CountingEngine(engine_plan), plan=plan)
+    assert host.status.ready_seconds is not None and not fatal
+    assert most[0] == 2  # the first round only (a chat-like request and a seeded one): 4 is below a batch of 8
+    assert host.gate.limit == 4
 
 
 def test_chats_are_fitted_to_the_context_of_the_plan_that_started():
@@ -216,7 +239,7 @@ def test_the_full_speed_engine_is_built_while_the_starting_engine_starts():
         return FakeEngine(engine_plan)
 
     speeds: list = []
-    host = EngineHost(EngineHostOptions(lambda progress: "/models/ernie", plan, AppMetrics(), max_concurrent=2,
+    host = EngineHost(EngineHostOptions(lambda progress: "/models/ernie", plan, AppMetrics(),
                                         engine_factory=factory, health_interval=60))
     host.add_listener(lambda status: speeds.append(status.speed))
 
@@ -283,7 +306,7 @@ def test_a_full_speed_engine_that_fails_is_told_in_the_terminal_readyz_panel_and
         raise GENERIC
 
     metrics = AppMetrics()
-    host = EngineHost(EngineHostOptions(lambda progress: "/models/ernie", plan, metrics, max_concurrent=2,
+    host = EngineHost(EngineHostOptions(lambda progress: "/models/ernie", plan, metrics,
                                         engine_factory=factory, health_interval=60, log_tail=LogTail(log_file),
                                         full_speed_retry_delays=(0.05, 0.05)))
 
@@ -378,7 +401,7 @@ def test_a_full_speed_engine_that_fails_once_is_tried_again_while_the_starter_an
         second_try_may_finish.wait(30)
         return FakeEngine(engine_plan)
 
-    host = EngineHost(EngineHostOptions(lambda progress: "/models/ernie", plan, AppMetrics(), max_concurrent=2,
+    host = EngineHost(EngineHostOptions(lambda progress: "/models/ernie", plan, AppMetrics(),
                                         engine_factory=factory, health_interval=60,
                                         full_speed_retry_delays=(0.3, 5.0)))
     runtime = SimpleNamespace(host=host, plan=plan, gpu=None, gpu_memory=None, max_model_len=32768, history=None,

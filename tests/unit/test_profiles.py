@@ -248,7 +248,8 @@ def test_remote_plan_needs_no_card_and_takes_the_context_from_the_server():
 
     plan = plan_remote(EngineSettings(_env_file=None, max_concurrent_chats=4), "http://gpu-box:8000/v1")
     assert (plan.device, plan.gpu, plan.profile) == ("remote", None, "remote")
-    assert plan.engine_args == {"remote_url": "http://gpu-box:8000/v1", "max_num_seqs": 4}
+    assert plan.engine_args == {"remote_url": "http://gpu-box:8000/v1"}  # no vLLM argument: none starts here
+    assert plan.max_concurrent == 4 and "server batches them" in plan.reasons["max_concurrent"]
     assert "server's" in plan.reasons["max_model_len"]
     capped = plan_remote(EngineSettings(_env_file=None, max_model_len=1024), "http://gpu-box:8000/v1")
     assert capped.engine_args["max_model_len"] == 1024 and capped.reasons["max_model_len"].startswith("set by you")
@@ -330,7 +331,7 @@ def test_chats_round_up_to_a_batch_size_vllm_captures_a_full_cuda_graph_for(chat
     plan = plan_engine(EngineSettings(max_concurrent_chats=chats), [gpu], CUDA13, ERNIE)
     assert plan.engine_args["max_num_seqs"] == seqs
     if seqs != chats:
-        assert plan.reasons["max_num_seqs"].startswith(f"{seqs}: --max-concurrent-chats ({chats}) rounded up")
+        assert plan.reasons["max_num_seqs"].startswith(f"{seqs}: max_concurrent ({chats}) rounded up")
 
 
 def test_without_cuda_graphs_max_num_seqs_is_the_number_of_chats():
@@ -340,3 +341,52 @@ def test_without_cuda_graphs_max_num_seqs_is_the_number_of_chats():
     mine = plan_engine(EngineSettings(max_concurrent_chats=12, max_num_seqs=12), [gpu], CUDA13, ERNIE)
     assert eager.engine_args["max_num_seqs"] == cpu.engine_args["max_num_seqs"] == 12
     assert mine.engine_args["max_num_seqs"] == 12 and mine.reasons["max_num_seqs"] == "set by you"
+
+
+@pytest.mark.parametrize("where", ["graphs", "eager", "cpu", "tutorial", "remote"])
+def test_answers_at_once_are_one_number_in_the_plan_with_its_reason(where):
+    """plan.max_concurrent is what the fair queue lets through, what the warm-up batches up to and what vLLM's
+    max_num_seqs is sized from (app/engine/host.py reads it from the plan, not from the settings)."""
+    from app.planning.profiles import plan_remote
+
+    gpu = card("NVIDIA H100 80GB HBM3", "9.0", 80.0)
+    settings = EngineSettings(_env_file=None, max_concurrent_chats=12, enforce_eager=where == "eager",
+                              profile="tutorial-a100" if where == "tutorial" else "auto")
+    plan = (plan_remote(settings, "http://gpu-box:8000/v1") if where == "remote" else
+            plan_engine(settings, [] if where == "cpu" else [gpu], CPU_BUILD if where == "cpu" else CUDA13, ERNIE))
+    assert plan.max_concurrent == 12 and plan.to_dict()["max_concurrent"] == 12
+    assert plan.reasons["max_concurrent"].startswith("12 (--max-concurrent-chats")
+    if where in ("graphs", "eager", "cpu"):
+        assert plan.engine_args["max_num_seqs"] == (16 if where == "graphs" else 12)
+        assert "max_concurrent" in plan.reasons["max_num_seqs"]
+    if plan.starter is not None:  # the starting engine serves through the same queue
+        assert plan.starter.max_concurrent == 12
+    assert not any("--max-num-seqs" in line for line in plan.warnings)
+    default = plan_engine(EngineSettings(_env_file=None), [gpu], CUDA13, ERNIE)
+    assert default.max_concurrent == 16 and "the default" in default.reasons["max_concurrent"]
+
+
+@pytest.mark.parametrize("profile", ["auto", "cpu", "tutorial-a100"])
+def test_a_hand_set_max_num_seqs_below_the_answers_at_once_warns_in_one_line(profile):
+    gpus = [] if profile == "cpu" else [card("NVIDIA H100 80GB HBM3", "9.0", 80.0)]
+    build = CPU_BUILD if profile == "cpu" else CUDA13
+    low = plan_engine(EngineSettings(_env_file=None, profile=profile, max_num_seqs=8), gpus, build, ERNIE)
+    assert low.engine_args["max_num_seqs"] == 8 and low.max_concurrent == 16
+    warned = [line for line in low.warnings if "--max-num-seqs" in line]
+    assert len(warned) == 1 and "\n" not in warned[0]
+    assert warned[0].startswith("--max-num-seqs 8 is below --max-concurrent-chats 16")
+    for enough in (16, 64):
+        plan = plan_engine(EngineSettings(_env_file=None, profile=profile, max_num_seqs=enough), gpus, build, ERNIE)
+        assert not any("--max-num-seqs" in line for line in plan.warnings)
+
+
+def test_print_config_shows_the_answers_at_once_with_its_reason_and_the_warning(capsys):
+    from app.launcher import print_plan
+
+    gpu = card("NVIDIA H100 80GB HBM3", "9.0", 80.0)
+    print_plan(plan_engine(EngineSettings(_env_file=None, max_num_seqs=8), [gpu], CUDA13, ERNIE), as_json=False)
+    lines = capsys.readouterr().out.splitlines()
+    at = lines.index("answers at once: 16")
+    assert lines[at + 1].startswith("      why: 16 (--max-concurrent-chats, the default): answers generated at once")
+    assert [line for line in lines if "--max-num-seqs 8 is below" in line] == [
+        next(line for line in lines if line.startswith("warning: --max-num-seqs 8 is below --max-concurrent-chats 16"))]

@@ -19,8 +19,9 @@ def _host() -> EngineHost:
     def no_engine(path, plan):
         raise AssertionError("these tests drive the status only; no engine is started")
 
-    plan = EnginePlan(profile="cpu", device="cpu", gpu=None, reasons={}, engine_args={"max_model_len": 4096})
-    return EngineHost(EngineHostOptions(lambda progress: "unused", plan, AppMetrics(), max_concurrent=2,
+    plan = EnginePlan(profile="cpu", device="cpu", gpu=None, reasons={}, max_concurrent=2,
+                      engine_args={"max_model_len": 4096})
+    return EngineHost(EngineHostOptions(lambda progress: "unused", plan, AppMetrics(),
                                         engine_factory=no_engine))
 
 

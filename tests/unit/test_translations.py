@@ -67,7 +67,7 @@ def test_a_phrase_is_english_text_that_the_page_words_in_its_own_language():
 
 def test_the_chinese_panel_words_every_step_of_a_start():
     """A real EngineHost start (a stand-in engine): at each state the Chinese panel's engine line is Chinese."""
-    host = EngineHost(EngineHostOptions(lambda progress: "/models/m", PLAN, AppMetrics(), max_concurrent=1,
+    host = EngineHost(EngineHostOptions(lambda progress: "/models/m", PLAN, AppMetrics(),
                                         engine_factory=lambda path, plan: FakeEngine(plan), health_interval=60))
     runtime = SimpleNamespace(host=host, plan=PLAN, gpu=None, gpu_memory=None, max_model_len=4096, history=None,
                               settings=SimpleNamespace(model=SimpleNamespace(model="/models/SmolLM2-135M-Instruct")))
