@@ -138,6 +138,8 @@ def serve(settings: AppSettings, plan: EnginePlan) -> int:
     ensure_safe_exposure(settings)
     check_model_setting(settings.model)
     ensure_port_free(settings.server.host, settings.server.port)
+    for line in plan.warnings:  # the lines --print-config shows: a start does not hide them
+        print(f"warning: {line}", file=sys.stderr)
     from app.serve import serve as run
 
     return run(settings, plan, launched_at())

@@ -1,5 +1,6 @@
 """The card -> engine-arguments rules on simulated cards, as NVML would report them."""
 import json
+from types import SimpleNamespace
 
 import pytest
 
@@ -390,3 +391,19 @@ def test_print_config_shows_the_answers_at_once_with_its_reason_and_the_warning(
     assert lines[at + 1].startswith("      why: 16 (--max-concurrent-chats, the default): answers generated at once")
     assert [line for line in lines if "--max-num-seqs 8 is below" in line] == [
         next(line for line in lines if line.startswith("warning: --max-num-seqs 8 is below --max-concurrent-chats 16"))]
+
+
+def test_a_start_prints_the_plans_warnings_too(capsys, monkeypatch):
+    """A user who starts with --max-num-seqs 8 sees the warning without asking for --print-config."""
+    import app.launcher as launcher
+    import app.serve
+
+    for check in ("ensure_safe_exposure", "check_model_setting", "ensure_port_free"):
+        monkeypatch.setattr(launcher, check, lambda *args: None)
+    monkeypatch.setattr(app.serve, "serve", lambda settings, plan, launched_at: 0)
+    gpu = card("NVIDIA H100 80GB HBM3", "9.0", 80.0)
+    plan = plan_engine(EngineSettings(_env_file=None, max_num_seqs=8), [gpu], CUDA13, ERNIE)
+    settings = SimpleNamespace(server=SimpleNamespace(host="127.0.0.1", port=8000), model=None)
+    assert launcher.serve(settings, plan) == 0
+    assert [line for line in capsys.readouterr().err.splitlines() if "--max-num-seqs 8 is below" in line] == [
+        f"warning: {next(line for line in plan.warnings if '--max-num-seqs' in line)}"]
