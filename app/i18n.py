@@ -59,7 +59,7 @@ STRINGS: dict[str, dict[str, str]] = {
         "panel_context_value": "{tokens} tokens",
         "panel_restarts": "Restarts",
         "panel_speed": "Speed",
-        # the engine's states and start steps (app/engine/host.py words them as Phrases)
+        # the engine's states and start steps (app/engine/starting.py and app/engine/watchdog.py word them as Phrases)
         "state_stopped": "stopped",
         "state_loading": "loading",
         "state_warming": "warming up",

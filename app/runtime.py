@@ -18,6 +18,7 @@ from app.engine.status import EngineState, EngineStatus
 from app.model_source import ModelFiles
 from app.planning.engine_plan import EnginePlan
 from app.planning.hardware import GpuFaultWatch, GpuInfo, gpu_memory_used
+from app.planning.profiles import with_smaller_kv
 from app.settings import AppSettings
 from app.telemetry import AppMetrics, LogTail
 
@@ -110,7 +111,8 @@ def build_runtime(settings: AppSettings, plan: EnginePlan, engine_factory: Engin
         start_timeout=settings.engine.engine_start_timeout,
         gpu_fault_check=GpuFaultWatch(plan.gpu) if plan.gpu else None,
         log_tail=None if remote else LogTail(settings.server.log_file.resolve()),
-        on_fatal=on_fatal, launched_at=launched_at, before_ready=model.wait_loaded))
+        on_fatal=on_fatal, launched_at=launched_at, before_ready=model.wait_loaded,
+        plan_after_out_of_memory=with_smaller_kv))  # the planner's rule: half the KV cache, once
     gpu = plan.gpu
     watch = GpuMemoryWatch(lambda: gpu_memory_used(gpu), gpu=str(gpu.index)) if gpu else None
     if watch:

@@ -65,7 +65,7 @@ async def time_first_token(model: str, tokens: int, runs: int = 3) -> dict:
     from app.engine.vllm_engine import create_vllm_engine
     from app.planning.engine_plan import ModelShape
     from app.planning.hardware import cpu_facts, detect_vllm_build, probe_gpus
-    from app.planning.profiles import plan_engine
+    from app.planning.profiles import plan_engine, with_smaller_kv
     from app.settings import EngineSettings
     from app.telemetry import AppMetrics
 
@@ -74,7 +74,7 @@ async def time_first_token(model: str, tokens: int, runs: int = 3) -> dict:
     plan = plan_engine(EngineSettings(max_model_len=context), probe_gpus(), detect_vllm_build(), shape, cpu_facts())
     template = ChatTemplate(AutoTokenizer.from_pretrained(model))
     host = EngineHost(EngineHostOptions(lambda progress: model, plan, AppMetrics(), 4,
-                                        engine_factory=create_vllm_engine))
+                                        engine_factory=create_vllm_engine, plan_after_out_of_memory=with_smaller_kv))
     host.start_in_background()
     assert await host.wait_ready(900), host.status.detail
     rng = random.Random(7)

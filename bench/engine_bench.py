@@ -32,7 +32,7 @@ from app.engine.protocol import Sampling
 from app.engine.vllm_engine import create_vllm_engine
 from app.planning.engine_plan import ModelShape
 from app.planning.hardware import detect_vllm_build, gpu_memory_used, probe_gpus
-from app.planning.profiles import plan_engine
+from app.planning.profiles import plan_engine, with_smaller_kv
 from app.settings import PROFILES, EngineSettings
 from app.telemetry import AppMetrics
 
@@ -159,7 +159,7 @@ async def measure(name, model_dir, gpus, build, shape, vocab, args):
     before = gpu_memory_used(gpu) if gpu else None
     host = EngineHost(EngineHostOptions(lambda progress: model_dir, plan, AppMetrics(),
                                         engine_factory=create_vllm_engine, max_restarts=0,
-                                        start_timeout=args.start_timeout))
+                                        start_timeout=args.start_timeout, plan_after_out_of_memory=with_smaller_kv))
     started = time.perf_counter()
     host.start_in_background()
     ok = await host.wait_ready(args.start_timeout)

@@ -21,7 +21,7 @@ from app.engine.protocol import Sampling
 from app.engine.vllm_engine import create_vllm_engine
 from app.planning.engine_plan import ModelShape
 from app.planning.hardware import cpu_facts, detect_vllm_build, probe_gpus
-from app.planning.profiles import plan_engine
+from app.planning.profiles import plan_engine, with_smaller_kv
 from app.settings import EngineSettings
 from app.telemetry import AppMetrics
 
@@ -35,7 +35,7 @@ async def run(model: str, seeded_first: bool) -> None:
     plan = plan_engine(EngineSettings(), probe_gpus(), detect_vllm_build(), shape, cpu_facts())
     template = ChatTemplate(AutoTokenizer.from_pretrained(model))
     host = EngineHost(EngineHostOptions(lambda progress: model, plan, AppMetrics(), 4,
-                                        engine_factory=create_vllm_engine))
+                                        engine_factory=create_vllm_engine, plan_after_out_of_memory=with_smaller_kv))
     host.start_in_background()
     assert await host.wait_ready(900), host.status.detail
     print("| request | prompt tokens | seed | time to first token |\n|---|---|---|---|")

@@ -75,7 +75,7 @@ def real_model_dir() -> Path:
 @pytest.fixture(scope="session")
 def caller_loop():
     """An event loop in a thread that plays the web server's loop for engine tests."""
-    from app.engine.host import LoopThread
+    from app.engine.slots import LoopThread
 
     thread = LoopThread("test-caller-loop")
     yield thread

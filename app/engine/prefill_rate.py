@@ -15,7 +15,7 @@ from typing import Any, Optional
 PREFILL_TOKENS = "vllm:request_prefill_kv_computed_tokens"
 PREFILL_SECONDS = "vllm:request_prefill_time_seconds"
 # Below this many computed tokens the sums are the warm-up's few-token prompts, where the per-step cost hides the
-# per-token one; the warm-up reads one prompt of this size (app/engine/host.py), so the first chat has a rate.
+# per-token one; the warm-up reads one prompt of this size (app/engine/warm_up.py), so the first chat has a rate.
 MIN_MEASURED_TOKENS = 256
 
 

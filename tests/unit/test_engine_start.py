@@ -13,6 +13,7 @@ from app.engine.prefill_rate import MIN_MEASURED_TOKENS
 from app.engine.protocol import Sampling
 from app.engine.status import EngineState, Speed
 from app.planning.engine_plan import EnginePlan
+from app.planning.profiles import with_smaller_kv
 from app.telemetry import AppMetrics, LogTail
 from tests.helpers import FakeEngine, start_until_settled
 
@@ -26,7 +27,8 @@ def start(factory, log_tail=None, details=None, plan=PLAN, launched_at=None) -> 
     fatal: list[str] = []
     host = EngineHost(EngineHostOptions(lambda progress: "/models/ernie", plan, AppMetrics(),
                                         engine_factory=factory, health_interval=60, log_tail=log_tail,
-                                        on_fatal=fatal.append, launched_at=launched_at))
+                                        on_fatal=fatal.append, launched_at=launched_at,
+                                        plan_after_out_of_memory=with_smaller_kv))
     if details is not None:  # what /readyz, the status panel and the bar show, in order
         host.add_listener(lambda status: details.append(status.detail))
 
