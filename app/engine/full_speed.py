@@ -10,8 +10,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Optional
+from collections.abc import Callable, Coroutine
+from typing import TYPE_CHECKING, Any, Optional
 
 from app.engine.slots import EngineSlot
 from app.engine.status import EngineStatus, Speed
@@ -40,8 +40,8 @@ class FullSpeedSwitch:
     _ready_event: Optional[asyncio.Event]
     _closing: bool
     _notify: Callable[[], None]  # app/engine/host.py
-    _build: Callable[[EnginePlan, str], Awaitable[EngineSlot]]  # app/engine/starting.py
-    _root_cause: Callable[[int], Awaitable[Optional[str]]]
+    _build: Callable[[EnginePlan, str], Coroutine[Any, Any, EngineSlot]]  # app/engine/starting.py
+    _root_cause: Callable[[int], Coroutine[Any, Any, Optional[str]]]
 
     async def _speed_up(self) -> None:
         """Build the full-speed engine beside the starting one; when both are up, new requests go to the full

@@ -22,7 +22,7 @@ import contextlib
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Optional
 
@@ -192,7 +192,7 @@ class EngineHost(EngineStarting, FullSpeedSwitch, EngineWarmUp, EngineWatchdog):
             if waiting:  # cancelled (or failed) while still in the queue
                 self.metrics.queued.dec()
 
-    async def _timed(self, deltas: AsyncIterator[Delta]) -> AsyncIterator[Delta]:
+    async def _timed(self, deltas: AsyncIterator[Delta]) -> AsyncGenerator[Delta, None]:
         """Record time to first token, decode speed and token count of one answer."""
         started, first, tokens = time.perf_counter(), None, 0
         async for delta in deltas:
@@ -206,7 +206,7 @@ class EngineHost(EngineStarting, FullSpeedSwitch, EngineWarmUp, EngineWatchdog):
         self.metrics.generated_tokens.inc(tokens)
 
     async def _raw_stream(self, token_ids: list[int], sampling: Sampling, request_id: str,
-                          slot: Optional[EngineSlot] = None) -> AsyncIterator[Delta]:
+                          slot: Optional[EngineSlot] = None) -> AsyncGenerator[Delta, None]:
         """Run the engine's generate on the engine loop and hand its Deltas over to this loop. The answer
         stays on the engine it began on, even when a full-speed engine takes over meanwhile."""
         slot = slot or self._slot

@@ -11,7 +11,7 @@ import asyncio
 import concurrent.futures
 import logging
 import threading
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,10 +34,10 @@ class LoopThread:
         asyncio.set_event_loop(self.loop)
         self.loop.run_forever()
 
-    def submit(self, coro: Awaitable[Any]) -> concurrent.futures.Future:
+    def submit(self, coro: Coroutine[Any, Any, Any]) -> concurrent.futures.Future:
         return asyncio.run_coroutine_threadsafe(coro, self.loop)
 
-    async def call(self, coro: Awaitable[Any]) -> Any:
+    async def call(self, coro: Coroutine[Any, Any, Any]) -> Any:
         return await asyncio.wrap_future(self.submit(coro))
 
     def stop(self) -> None:
@@ -74,11 +74,11 @@ class EngineSlot:
     plan: EnginePlan
     in_flight: int = 0
 
-    async def call(self, coro: Awaitable[Any], timeout: float) -> Any:
+    async def call(self, coro: Coroutine[Any, Any, Any], timeout: float) -> Any:
         return await asyncio.wait_for(self.thread.call(coro), timeout)
 
     async def stream(self, token_ids: list[int], sampling: Sampling, request_id: str,
-                     on_died: Callable[[EngineDied], None]) -> AsyncIterator[Delta]:
+                     on_died: Callable[[EngineDied], None]) -> AsyncGenerator[Delta, None]:
         """Run the engine's generate on its loop and hand its Deltas over to the caller's loop. Closed early (stop),
         it aborts the request in the engine. ``on_died`` hears of an engine that died under the answer before the
         error is raised here."""

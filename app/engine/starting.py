@@ -12,8 +12,8 @@ import asyncio
 import logging
 import threading
 import time
-from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Optional
+from collections.abc import Callable, Coroutine
+from typing import TYPE_CHECKING, Any, Optional
 
 from app.engine.protocol import Engine
 from app.engine.slots import EngineSlot, LoopThread
@@ -54,9 +54,9 @@ class EngineStarting:
     _ready_event: Optional[asyncio.Event]
     _set: Callable[..., None]  # the host's state change (app/engine/host.py)
     _notify: Callable[[], None]
-    _warm_up: Callable[[EngineSlot], Awaitable[None]]  # app/engine/warm_up.py
-    _speed_up: Callable[[], Awaitable[None]]  # app/engine/full_speed.py
-    _watchdog: Callable[[], Awaitable[None]]  # app/engine/watchdog.py
+    _warm_up: Callable[[EngineSlot], Coroutine[Any, Any, None]]  # app/engine/warm_up.py
+    _speed_up: Callable[[], Coroutine[Any, Any, None]]  # app/engine/full_speed.py
+    _watchdog: Callable[[], Coroutine[Any, Any, None]]  # app/engine/watchdog.py
 
     async def _first_start(self) -> None:
         try:

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Optional
+from collections.abc import Callable, Coroutine
+from typing import TYPE_CHECKING, Any, Optional
 
 from app.engine.slots import EngineSlot
 from app.engine.status import EngineState, EngineStatus, Speed
@@ -37,8 +37,8 @@ class EngineWatchdog:
     _ready_event: Optional[asyncio.Event]
     _closing: bool
     _set: Callable[..., None]  # app/engine/host.py
-    _stop_engine: Callable[[], Awaitable[None]]
-    _start_once: Callable[[EnginePlan], Awaitable[None]]  # app/engine/starting.py
+    _stop_engine: Callable[[], Coroutine[Any, Any, None]]
+    _start_once: Callable[[EnginePlan], Coroutine[Any, Any, None]]  # app/engine/starting.py
 
     async def _watchdog(self) -> None:
         """Notice a dead engine (or a GPU fault) and restart it with backoff; never pkill."""

@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Optional
+from typing import Any, Optional, TypeVar
 
 from app.errors import InsufficientMemoryError, SettingsError, UnsupportedHardwareError
 from app.planning.engine_plan import ONE_PROCESS_EXECUTOR, EnginePlan, ModelShape
@@ -30,8 +30,9 @@ from app.planning.hardware import (
     VllmBuild,
 )
 from app.planning.tutorial_lines import TUTORIAL_CARDS, TUTORIAL_LINES, tutorial_warnings
-from app.settings import EngineSettings
+from app.settings import EngineSettings, flag_name
 
+T = TypeVar("T")
 MIB = 1024**2
 
 
@@ -72,6 +73,14 @@ class Choice:
     value: Any
     reason: str
     warnings: tuple[str, ...] = ()
+
+
+def _given(value: Optional[T], name: str) -> T:
+    """A setting the user gave (``name`` is in ``mine``, the fields set): its value. The command line cannot set
+    None; a settings object built in code with an explicit None gets one line naming the flag."""
+    if value is None:
+        raise SettingsError(f"invalid setting {flag_name(name)} = None: give a value or leave it out")
+    return value
 
 
 def reserve_bytes(gpu: GpuInfo) -> int:
@@ -137,7 +146,7 @@ def _plan_cpu(settings: EngineSettings, shape: ModelShape, cpu: CpuFacts) -> Eng
         args["dtype"] = "float32"
         why["dtype"] = "float32: this CPU has no bf16 instructions, and vLLM's CPU fp16 path is limited"
     if "max_model_len" in mine:
-        context, why["max_model_len"] = settings.max_model_len, SET_BY_YOU
+        context, why["max_model_len"] = _given(settings.max_model_len, "max_model_len"), SET_BY_YOU
     else:
         context = min(8192, shape.max_position_embeddings)
         why["max_model_len"] = f"{context} tokens: prompt processing on a CPU is slow, longer chats wait long"
@@ -147,8 +156,10 @@ def _plan_cpu(settings: EngineSettings, shape: ModelShape, cpu: CpuFacts) -> Eng
     seqs = _max_num_seqs(concurrent.value, settings, mine, graphs=False)
     args["max_num_seqs"], why["max_num_seqs"] = seqs.value, seqs.reason
     dtype_bytes = 4 if args["dtype"] == "float32" else 2
-    kv_bytes = settings.kv_cache_memory_bytes if "kv_cache_memory_bytes" in mine else max(
-        64 * MIB, _kv_tokens(context, concurrent.value) * shape.kv_bytes_per_token(dtype_bytes))
+    if "kv_cache_memory_bytes" in mine:
+        kv_bytes = _given(settings.kv_cache_memory_bytes, "kv_cache_memory_bytes")
+    else:
+        kv_bytes = max(64 * MIB, _kv_tokens(context, concurrent.value) * shape.kv_bytes_per_token(dtype_bytes))
     # Never ask for more than half of what is free: the OS and the browser live here too.
     if kv_bytes > cpu.available_bytes // 2:
         raise InsufficientMemoryError(
@@ -273,7 +284,9 @@ def _plan_gpu(settings: EngineSettings, gpus: Sequence[GpuInfo], build: VllmBuil
     kv_per_token = shape.kv_bytes_per_token(_dtype_bytes(kv_dtype.value))
     fixed = _fixed_bytes(shape, eager.value)
     context, kv = _kv_budget_and_context(settings, gpu, shape, fixed, kv_per_token, mine, concurrent.value)
-    planned = fixed + kv.value if kv.value else int(gpu.total_bytes * settings.gpu_memory_utilization)
+    # No KV size in the plan: vLLM sizes it from the share you gave.
+    given_share = _given(settings.gpu_memory_utilization, "gpu_memory_utilization") if not kv.value else 0.0
+    planned = fixed + kv.value if kv.value else int(gpu.total_bytes * given_share)
     share = _memory_share(settings, gpu, planned, mine)
 
     args: dict[str, Any] = {"dtype": dtype.value, "enforce_eager": eager.value, "kv_cache_dtype": kv_dtype.value,
@@ -383,7 +396,7 @@ def _max_concurrent(settings: EngineSettings, mine: frozenset[str]) -> Choice:
     chats = settings.max_concurrent_chats
     how = SET_BY_YOU if "max_concurrent_chats" in settings.model_fields_set else "the default"
     warnings: tuple[str, ...] = ()
-    if "max_num_seqs" in mine and settings.max_num_seqs < chats:
+    if "max_num_seqs" in mine and _given(settings.max_num_seqs, "max_num_seqs") < chats:
         warnings = (f"--max-num-seqs {settings.max_num_seqs} is below --max-concurrent-chats {chats}: the app lets "
                     f"{chats} answers through at once and vLLM runs {settings.max_num_seqs} of them, the rest wait "
                     "inside vLLM where the queue cannot tell them their place; raise --max-num-seqs or lower "
@@ -422,7 +435,7 @@ def _kv_budget_and_context(settings: EngineSettings, gpu: GpuInfo, shape: ModelS
             f"{_fmt_gib(reserve_bytes(gpu))} left for other programs). Close what nvidia-smi shows on that card, "
             "or use --profile cpu")
     if "kv_cache_memory_bytes" in mine:
-        kv_bytes = settings.kv_cache_memory_bytes
+        kv_bytes = _given(settings.kv_cache_memory_bytes, "kv_cache_memory_bytes")
         if fixed + kv_bytes > usable:
             raise InsufficientMemoryError(
                 f"--kv-cache-memory-bytes {kv_bytes} ({_fmt_gib(kv_bytes)}) plus the model "
@@ -462,17 +475,18 @@ def _kv_budget_and_context(settings: EngineSettings, gpu: GpuInfo, shape: ModelS
 
 
 def _user_context(settings: EngineSettings, shape: ModelShape) -> Choice:
-    if settings.max_model_len > shape.max_position_embeddings:
-        raise SettingsError(f"invalid setting --max-model-len = {settings.max_model_len}: the model supports at "
+    context = _given(settings.max_model_len, "max_model_len")
+    if context > shape.max_position_embeddings:
+        raise SettingsError(f"invalid setting --max-model-len = {context}: the model supports at "
                             f"most {shape.max_position_embeddings}")
-    return Choice(settings.max_model_len, SET_BY_YOU)
+    return Choice(context, SET_BY_YOU)
 
 
 def _memory_share(settings: EngineSettings, gpu: GpuInfo, planned: int, mine: frozenset[str]) -> Choice:
     """gpu_memory_utilization: vLLM refuses to start unless free >= utilization x total, even with
     kv_cache_memory_bytes set; so ask for exactly the plan, rounded up, and leave the rest of the card alone."""
     if "gpu_memory_utilization" in mine:
-        share = settings.gpu_memory_utilization
+        share = _given(settings.gpu_memory_utilization, "gpu_memory_utilization")
         warnings: tuple[str, ...] = ()
         if share * gpu.total_bytes > gpu.free_bytes:
             warnings = (f"--gpu-memory-utilization {share} asks for {_fmt_gib(int(share * gpu.total_bytes))} but "
