@@ -33,6 +33,7 @@ from app.engine.status import START_STEPS, EngineState, EngineStatus, Speed, Sta
 from app.errors import EngineDied, EngineStartError, EngineUnavailable, ErnieChatError, one_line
 from app.i18n import Phrase, starting_engine_cost
 from app.planning.engine_plan import EnginePlan
+from app.planning.hardware import gib
 from app.planning.profiles import with_smaller_kv
 from app.telemetry import FILE_ONLY, AppMetrics, LogTail
 
@@ -98,7 +99,7 @@ def _kv_text(plan: EnginePlan) -> str:
     if plan.device == "remote":
         return f"the vLLM server at {plan.engine_args.get('remote_url')}"
     kv = plan.engine_args.get("kv_cache_memory_bytes")
-    return f"KV cache {kv / 2**30:.2f} GiB" if kv else "KV cache sized by vLLM"
+    return f"KV cache {gib(kv)}" if kv else "KV cache sized by vLLM"
 
 
 @dataclass(frozen=True)
