@@ -17,9 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
-import tempfile
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -28,7 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
 from app.errors import AccountError
-from app.private_files import PRIVATE_FILE_MODE, data_folder, make_private_folder
+from app.private_files import PRIVATE_FILE_MODE, data_folder, make_private_folder, replace_private
 
 if TYPE_CHECKING:
     from app.settings import HistorySettings
@@ -196,17 +194,6 @@ class Accounts:
             lock.release()
 
     def _write(self, users: dict[str, Account]) -> None:
-        folder = self.path.parent
         body = json.dumps({"format": FILE_FORMAT, "users": {
             a.name: {"hash": a.secret_hash, "created": a.created} for a in users.values()}}, indent=2)
-        # mkstemp creates the file 0600; os.replace makes the new list appear whole or not at all.
-        fd, tmp = tempfile.mkstemp(prefix=".users-", suffix=".json", dir=folder)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as out:
-                out.write(body + "\n")
-                out.flush()
-                os.fsync(out.fileno())
-            os.replace(tmp, self.path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        replace_private(self.path, body + "\n")  # the new list appears whole or not at all

@@ -19,7 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, Optional
 
 from fastapi import APIRouter, Request
-from fastapi.responses import JSONResponse, Response, StreamingResponse
+from fastapi.responses import Response, StreamingResponse
 from pydantic import BaseModel, Field, ValidationError
 
 from app.conversation import (
@@ -32,7 +32,7 @@ from app.conversation import (
     fit_to_context,
 )
 from app.engine.protocol import Sampling
-from app.errors import BadRequestError, EngineUnavailable, ErnieChatError, error_body
+from app.errors import BadRequestError, EngineUnavailable, ErnieChatError, error_body, error_response
 from app.runtime import Runtime
 from app.settings import API_SAMPLING_BOUNDS
 
@@ -69,10 +69,6 @@ class ChatRequest(BaseModel):
     seed: Optional[int] = Field(None, ge=SEED_LOW, le=SEED_HIGH)
     stream: bool = False
     stream_options: Optional[StreamOptions] = None
-
-
-def error_response(err: ErnieChatError) -> JSONResponse:
-    return JSONResponse(error_body(err), status_code=err.http_status)
 
 
 def _sse(payload: dict[str, Any]) -> str:

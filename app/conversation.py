@@ -5,21 +5,18 @@ turns dropped with a notice, the model's own sampling defaults), unit-tested wit
 """
 from __future__ import annotations
 
-import re
 import unicodedata
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
+from app.control_characters import CONTROLS_IN_TEXT as _CONTROL
 from app.engine.protocol import Sampling
 from app.errors import PromptTooLongError
 from app.settings import SAMPLING_BOUNDS, Bound, ChatSettings
 from app.token_count import count_with
 
 Message = dict[str, str]  # {"role": "user" | "assistant" | "system", "content": str}
-
-# C0/C1 controls except tab and newline; they confuse the tokenizer and mean nothing in a chat.
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ from app.engine.end_of_turn import EndToken, describe
 from app.errors import ErnieChatError, InsecureBindError, PortInUseError
 from app.model_source import check_model_setting, model_answer_end, model_files_here, model_shape
 from app.planning.engine_plan import EnginePlan
-from app.planning.hardware import GIB, cpu_facts, detect_vllm_build, parse_assumed_gpu, probe_gpus
+from app.planning.hardware import cpu_facts, detect_vllm_build, gib, parse_assumed_gpu, probe_gpus
 from app.planning.profiles import plan_engine
 from app.settings import AppSettings
 
@@ -56,9 +56,9 @@ def print_plan(plan: EnginePlan, as_json: bool, answer_end: Optional[tuple[EndTo
         print(json.dumps({**plan.to_dict(), "answer_end_tokens": ends}, indent=2, ensure_ascii=False))
         return
     gpu = plan.gpu
-    print(f"card:    {gpu.name} (sm{gpu.sm}, {gpu.total_bytes / GIB:.1f} GiB, {gpu.free_bytes / GIB:.1f} GiB free)"
+    print(f"card:    {gpu.name} (sm{gpu.sm}, {gib(gpu.total_bytes, 1)}, {gib(gpu.free_bytes, 1)} free)"
           if gpu else "card:    none (CPU)" if plan.device == "cpu" else "card:    none needed here")
-    print(f"profile: {plan.profile}   planned memory: {plan.planned_bytes / GIB:.2f} GiB")
+    print(f"profile: {plan.profile}   planned memory: {gib(plan.planned_bytes)}")
     print(f"answers at once: {plan.max_concurrent}\n      why: {plan.reasons.get('max_concurrent', '')}")
     for name, value in plan.engine_args.items():
         print(f"  --{name.replace('_', '-')}={value}\n      why: {plan.reasons.get(name, '')}")
@@ -70,7 +70,7 @@ def print_plan(plan: EnginePlan, as_json: bool, answer_end: Optional[tuple[EndTo
     if "quick_start" in plan.reasons:
         print(f"quick start: {plan.reasons['quick_start']}")
     if plan.starter is not None:
-        print(f"  the starting engine ({plan.starter.planned_bytes / GIB:.2f} GiB) differs in:")
+        print(f"  the starting engine ({gib(plan.starter.planned_bytes)}) differs in:")
         starter = plan.starter
         for name, why in plan.starter_differences().items():
             setting = (f"env {name}={starter.core_env[name]} (its engine core only)" if name in starter.core_env

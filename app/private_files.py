@@ -13,6 +13,7 @@ import contextlib
 import logging
 import os
 import stat
+import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -62,6 +63,14 @@ def make_private_folder(folder: Path, own: bool = False) -> None:
                 log.warning("cannot make the data directory %s private (%s)", folder, err.strerror)
 
 
+def make_private_temp_folder(prefix: str) -> Path:
+    """A new folder of its own under the system's temporary folder, 0700 (mkdtemp's mode, set again past the
+    umask)."""
+    folder = Path(tempfile.mkdtemp(prefix=prefix))
+    os.chmod(folder, PRIVATE_FOLDER_MODE)
+    return folder
+
+
 def create_private_file(file: Path) -> None:
     """Create an empty ``file`` 0600 if it does not exist (SQLite takes an empty file as a new database, and gives
     its -wal and -shm files the same permissions). An existing file is left as it is."""
@@ -93,3 +102,19 @@ def write_private(path: Path, text: str) -> None:
     with os.fdopen(fd, "w", encoding="utf-8") as f:
         os.fchmod(fd, PRIVATE_FILE_MODE)
         f.write(text)
+
+
+def replace_private(path: Path, text: str) -> None:
+    """Write ``path`` 0600 whole or not at all: a new file beside it (mkstemp's 0600, set again past the umask),
+    flushed to the disk, then renamed over it, so a reader sees the old text or the new, never a part."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.stem}-", suffix=path.suffix, dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            os.fchmod(fd, PRIVATE_FILE_MODE)
+            out.write(text)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

@@ -14,7 +14,6 @@ import logging
 import os
 import re
 import shutil
-import tempfile
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -28,6 +27,7 @@ from app.engine.orphan_guard import FILES_PREFIX
 from app.engine.status import EngineState
 from app.guards import install_guards
 from app.history.writer import SLOW_SAVE_S
+from app.private_files import make_private_temp_folder
 from app.runtime import Runtime, set_current_runtime
 
 log = logging.getLogger("ernie_chat.server")
@@ -65,7 +65,7 @@ def private_files_dir() -> Path:
     Markdown echo app) took the running app's folder away, and its status panel could no longer be drawn.
     A private folder (mode 0700: other local users cannot read chats' files) is removed by our lifespan."""
     # Named with this pid, so that a later start removes it if this process is killed (app/engine/orphan_guard.py).
-    folder = Path(tempfile.mkdtemp(prefix=f"{FILES_PREFIX}{os.getpid()}-"))
+    folder = make_private_temp_folder(f"{FILES_PREFIX}{os.getpid()}-")
     use_files_directory(folder)
     return folder
 

@@ -17,6 +17,7 @@ from app.documents.limits import MAX_DOCUMENT_CHARS, MIB, sniff, too_big
 from app.documents.prompt import Document, documents_of
 from app.documents.worker import read_in_worker
 from app.errors import DocumentRefused
+from app.history.messages import USER_MESSAGE
 from app.i18n import t
 
 log = logging.getLogger("ernie_chat.documents")
@@ -73,7 +74,7 @@ def relink_resumed_files(thread: dict[str, Any], root_path: str) -> None:
     becomes a link to its text (``history_router``'s documents route, for the chat's owner); a file that was not
     read (its line is in the chat) is left out. Runs before Chainlit sends ``thread`` to the page."""
     documents = {step["id"]: documents_of(step.get("metadata")) for step in thread.get("steps", [])
-                 if step.get("type") == "user_message"}
+                 if step.get("type") == USER_MESSAGE}
     kept = []
     for element in thread.get("elements") or []:
         step_documents = documents.get(element.get("forId"))

@@ -35,6 +35,7 @@ import tempfile
 from pathlib import Path
 from typing import Optional
 
+from app.planning.hardware import gib
 from app.private_files import make_private_folder
 
 log = logging.getLogger("ernie_chat")
@@ -256,8 +257,8 @@ def clean_leftovers(records: Optional[Path] = None) -> None:
             orphans.append(process)
     if orphans:
         pids = " ".join(str(p.pid) for p in orphans)
-        held = sum(p.info["memory_info"].rss for p in orphans) / 2**30
-        log.warning("%d vLLM process(es) left running by an earlier run that was killed hold %.1f GiB of memory "
+        held = gib(sum(p.info["memory_info"].rss for p in orphans), 1)
+        log.warning("%d vLLM process(es) left running by an earlier run that was killed hold %s of memory "
                     "(and GPU memory, if any): stop them with: kill %s", len(orphans), held, pids)
 
 

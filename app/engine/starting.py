@@ -22,6 +22,7 @@ from app.engine.vllm_engine import is_out_of_memory
 from app.errors import EngineStartError, ErnieChatError, one_line
 from app.i18n import Phrase
 from app.planning.engine_plan import EnginePlan
+from app.planning.hardware import gib
 from app.telemetry import FILE_ONLY
 
 if TYPE_CHECKING:
@@ -36,7 +37,7 @@ def kv_text(plan: EnginePlan) -> str:
     if plan.device == "remote":
         return f"the vLLM server at {plan.engine_args.get('remote_url')}"
     kv = plan.engine_args.get("kv_cache_memory_bytes")
-    return f"KV cache {kv / 2**30:.2f} GiB" if kv else "KV cache sized by vLLM"
+    return f"KV cache {gib(kv)}" if kv else "KV cache sized by vLLM"
 
 
 class EngineStarting:

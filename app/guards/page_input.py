@@ -14,10 +14,11 @@ from typing import Any
 
 from app.chainlit_internals import check_socket_event
 from app.history.chat_metadata import typed_settings
+from app.history.messages import USER_MESSAGE
 
 # What a page's message may be: the page sends every message as the user's (Chainlit's other step types are the
 # server's: an answer sent as one would be stored as the model's).
-PAGE_MESSAGE_TYPE = "user_message"
+PAGE_MESSAGE_TYPE = USER_MESSAGE
 
 
 def checked_message(payload: Any) -> Any:

@@ -30,6 +30,7 @@ from fastapi import HTTPException
 from sqlalchemy import and_, delete, exists, func, or_, select
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
+from app.history.messages import ASSISTANT_AUTHOR, CHAT_NAME_CHARS, USER_AUTHOR, USER_MESSAGE
 from app.history.schema import elements, feedbacks, steps, threads, users
 from app.history.writer import HistoryWriter
 from app.i18n import t
@@ -39,7 +40,6 @@ if TYPE_CHECKING:
     from chainlit.step import StepDict
 
 log = logging.getLogger("ernie_chat.history")
-THREAD_NAME_CHARS = 200  # Chainlit names a chat after its first message; the sidebar shows one line
 MAX_SEARCH_CHARS = 1000  # a search is a few words; a pasted page is not one
 # Each word is one more test per chat: on 1,000 chats, 32 words with a short one found nowhere (tested last)
 # took 106 ms median on SQLite, 16 such words 34 ms, 45 ms on PostgreSQL (docs/benchmarks.md).
@@ -70,7 +70,7 @@ def _unreadable_step(row: Any, thread_id: str) -> dict[str, Any]:
     """A stored message whose JSON cannot be read: kept in its place, saying so, rather than dropped."""
     text = " / ".join(t(language, "message_unreadable") for language in ("en-US", "zh-CN"))
     return {"id": row.id, "threadId": thread_id, "parentId": None, "type": row.type, "output": text,
-            "name": "User" if row.type == "user_message" else "Assistant", "createdAt": row.created_at,
+            "name": USER_AUTHOR if row.type == USER_MESSAGE else ASSISTANT_AUTHOR, "createdAt": row.created_at,
             "start": row.created_at, "end": row.created_at, "streaming": False, "isError": True,
             "metadata": {"unreadable": True}}
 
@@ -248,7 +248,7 @@ class HistoryDataLayer(BaseDataLayer):
                     return
                 values.update(user_id=user_id, user_identifier=new_owner.identifier)
             if name is not None:
-                values["name"] = name.strip()[:THREAD_NAME_CHARS]
+                values["name"] = name.strip()[:CHAT_NAME_CHARS]
             if metadata is not None:
                 values["metadata"] = _dumps({**_loads(row.metadata, {}), **_plain_json(metadata)})
             if tags is not None:

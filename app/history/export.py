@@ -15,15 +15,12 @@ from sqlalchemy import select
 from app.documents.prompt import documents_of
 from app.history.data_layer import HistoryDataLayer
 from app.history.importers import EXPORT_FORMAT, PRESETS_FORMAT
+from app.history.messages import ROLE_OF_TYPE, answer_text, is_notice
 from app.history.presets import PresetStore
 from app.history.schema import steps, threads
 from app.private_files import make_private_folder, write_private
 
 PRESETS_FILE_NAME = "presets.json"
-ROLE_OF_TYPE = {"user_message": "user", "assistant_message": "assistant", "system_message": "system"}
-# The line chat.py puts under an answer ("`prompt 44 tokens` · `answer ...`", or one code span before
-# 2026-12-05): part of the page, not the answer.
-_STATS_LINE = re.compile(r"\n\n`[^\n]*`\s*$")
 
 
 def chat_messages(thread: dict) -> list[dict[str, Any]]:
@@ -31,11 +28,11 @@ def chat_messages(thread: dict) -> list[dict[str, Any]]:
     found = []
     for step in thread.get("steps") or []:
         role = ROLE_OF_TYPE.get(str(step.get("type")))
-        if role is None or role == "system" or step.get("name") == "system":
+        if role is None or is_notice(step):
             continue
         text = str(step.get("output") or "")
-        if role == "assistant":
-            text = _STATS_LINE.sub("", text)
+        if role == "assistant":  # the footer (the stats, the length line) is part of the page, not the answer
+            text = answer_text(text, step.get("metadata"))
         message = {"role": role, "content": text, "created_at": step.get("createdAt")}
         documents = documents_of(step.get("metadata"))
         if role == "user" and documents:
@@ -83,20 +80,23 @@ async def export_all(layer: HistoryDataLayer, out: Path, fmt: str) -> list[Path]
         thread = await thread_for_export(layer, row.id)
         if thread is None:
             continue
-        folder = out / re.sub(r"[^\w\-.@]+", "_", row.user_identifier or "no-owner")
-        make_private_folder(folder)
-        path = folder / file_name(thread, fmt)
+        path = _user_folder(out, row.user_identifier or "no-owner") / file_name(thread, fmt)
         write_private(path, to_json(thread) if fmt == "json" else to_markdown(thread))
         written.append(path)
     if fmt == "json":  # each user's presets, for import to bring back (the Markdown export is for reading)
         for user, saved in (await PresetStore(layer).by_user()).items():
-            folder = out / re.sub(r"[^\w\-.@]+", "_", user)
-            make_private_folder(folder)
-            path = folder / PRESETS_FILE_NAME
+            path = _user_folder(out, user) / PRESETS_FILE_NAME
             write_private(path, json.dumps({"format": PRESETS_FORMAT, "user": user, "presets": saved},
                                            ensure_ascii=False, indent=2))
             written.append(path)
     return written
+
+
+def _user_folder(out: Path, user: str) -> Path:
+    """The user's folder of an export (0700), named after them with only safe characters."""
+    folder = out / re.sub(r"[^\w\-.@]+", "_", user)
+    make_private_folder(folder)
+    return folder
 
 
 async def thread_for_export(layer: HistoryDataLayer, thread_id: str) -> Optional[dict]:

@@ -20,7 +20,6 @@ from __future__ import annotations
 import hashlib
 import io
 import json
-import re
 import stat
 import uuid
 from collections.abc import Callable
@@ -31,15 +30,23 @@ from typing import Any, Optional
 
 import ijson
 
+from app.control_characters import CONTROLS
 from app.errors import ErnieChatError
-from app.history.chat_metadata import imported_metadata
+from app.history.chat_metadata import CHAT_SETTINGS, imported_metadata
+from app.history.messages import (
+    ASSISTANT_AUTHOR,
+    ASSISTANT_MESSAGE,
+    CHAT_NAME_CHARS,
+    KIND,
+    KIND_ANSWER,
+    USER_MESSAGE,
+)
 
 EXPORT_FORMAT = "ernie-chat/chat-v1"
 PRESETS_FORMAT = "ernie-chat/presets-v1"  # one user's presets: {"format", "user", "presets": {name: settings}}
 # Ids of chats and messages from other apps: derived from their own ids (or content), so a second import of the
 # same file finds them already there.
 IMPORT_NAMESPACE = uuid.UUID("f76f7701-25a2-4043-9e2d-538c398e1d15")
-NAME_CHARS = 200  # as data_layer.THREAD_NAME_CHARS: a chat's name is one line in the sidebar
 ID_CHARS, OWNER_CHARS = 64, 255  # the schema's column widths (PostgreSQL refuses longer)
 
 
@@ -194,7 +201,7 @@ def _label(item: Any, n: int) -> str:
     if isinstance(item, dict):
         chat = item.get("chat") if isinstance(item.get("chat"), dict) else {}
         title = item.get("title") or item.get("name") or chat.get("title") or ""
-    shown = _CONTROL.sub("", str(title))[:60] if isinstance(title, str) else ""
+    shown = CONTROLS.sub("", str(title))[:60] if isinstance(title, str) else ""
     return f"chat {n} \"{shown}\"" if shown else f"chat {n}"
 
 
@@ -315,7 +322,7 @@ def _chat(chat_id: str, name: Any, created: Any, said: list[Said], owner: str, s
         raise ImportRefused("no user or assistant messages with text in it")
     stamps = in_file_order([m.at for m in said], created)
     steps = [_step(chat_id, n, m, at, owner) for n, (m, at) in enumerate(zip(said, stamps, strict=True))]
-    metadata = {"chat_settings": {"system_prompt": system_prompt}} if system_prompt.strip() else {}
+    metadata = {CHAT_SETTINGS: {"system_prompt": system_prompt}} if system_prompt.strip() else {}
     created_at = _stamp_or(created, stamps)
     return {"format": EXPORT_FORMAT, "id": chat_id, "name": _name(name, said), "created_at": created_at,
             "updated_at": max([created_at, *stamps]), "user": owner, "tags": [], "metadata": metadata,
@@ -323,12 +330,12 @@ def _chat(chat_id: str, name: Any, created: Any, said: list[Said], owner: str, s
 
 
 def _step(chat_id: str, n: int, said: Said, at: str, owner: str) -> dict:
-    # app/ui/chat.py builds the prompt from user messages and answers marked kind "answer"
+    # app/ui/chat.py builds the prompt from user messages and answers marked kind "answer" (app/history/messages.py)
     question = said.role == "user"
     return {"id": str(uuid.uuid5(IMPORT_NAMESPACE, f"{chat_id}/{n}")), "threadId": chat_id, "parentId": None,
-            "type": "user_message" if question else "assistant_message", "name": owner if question else "Assistant",
+            "type": USER_MESSAGE if question else ASSISTANT_MESSAGE, "name": owner if question else ASSISTANT_AUTHOR,
             "output": said.text, "createdAt": at, "start": at, "end": at, "streaming": False, "isError": False,
-            "metadata": {} if question else {"kind": "answer"}}
+            "metadata": {} if question else {KIND: KIND_ANSWER}}
 
 
 def in_file_order(times: list[Any], created: Any = None) -> list[str]:
@@ -428,13 +435,10 @@ def _foreign_id(app: str, source_id: Any, whole: Any) -> str:
     return str(uuid.uuid5(IMPORT_NAMESPACE, f"{app}:sha256:{digest}"))
 
 
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
-
-
 def _name(name: Any, said: list[Said]) -> str:
-    """The chat's title, else its first question, as Chainlit names a chat: one line, at most NAME_CHARS."""
+    """The chat's title, else its first question, as Chainlit names a chat: one line, at most CHAT_NAME_CHARS."""
     text = name if isinstance(name, str) and name.strip() else next((m.text for m in said if m.role == "user"), "")
-    return " ".join(_CONTROL.sub(" ", text).split())[:NAME_CHARS] or "Imported chat"
+    return " ".join(CONTROLS.sub(" ", text).split())[:CHAT_NAME_CHARS] or "Imported chat"
 
 
 def _short_text(value: Any, what: str, most: int) -> str:

@@ -19,6 +19,13 @@ from typing import Optional
 from app.errors import SettingsError
 
 GIB = 1024**3
+
+
+def gib(n: float, places: int = 2) -> str:
+    """A size in bytes as the app writes it everywhere: "1.50 GiB" (``places`` decimals)."""
+    return f"{n / GIB:.{places}f} GiB"
+
+
 # Compute-capability cut-offs (sm = major * 10 + minor), as vLLM and NVIDIA draw them.
 SM_VOLTA = 70  # the oldest card any vLLM build has code for (CUDA 12 builds only)
 SM_VLLM_MINIMUM = 75  # vLLM's stated minimum (Turing); Volta runs on a best-effort basis

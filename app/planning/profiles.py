@@ -28,6 +28,7 @@ from app.planning.hardware import (
     CpuFacts,
     GpuInfo,
     VllmBuild,
+    gib,
 )
 from app.planning.tutorial_lines import TUTORIAL_CARDS, TUTORIAL_LINES, tutorial_warnings
 from app.settings import EngineSettings, flag_name
@@ -101,10 +102,6 @@ def _kv_tokens(context: int, chats: int) -> int:
     return max(context, chats * min(context, TYPICAL_CHAT_TOKENS))
 
 
-def _fmt_gib(n: int) -> str:
-    return f"{n / GIB:.2f} GiB"
-
-
 def cuda12_fix(version: str) -> str:
     """The exact install that brings sm_70 code back: a CUDA 12.9 build of the same vLLM release."""
     v = version.split("+")[0] or "0.29.0"
@@ -163,11 +160,11 @@ def _plan_cpu(settings: EngineSettings, shape: ModelShape, cpu: CpuFacts) -> Eng
     # Never ask for more than half of what is free: the OS and the browser live here too.
     if kv_bytes > cpu.available_bytes // 2:
         raise InsufficientMemoryError(
-            f"KV cache of {_fmt_gib(kv_bytes)} does not fit in half of the {_fmt_gib(cpu.available_bytes)} of free "
+            f"KV cache of {gib(kv_bytes)} does not fit in half of the {gib(cpu.available_bytes)} of free "
             "RAM; lower --max-model-len or --max-concurrent-chats")
     args["kv_cache_memory_bytes"] = kv_bytes
     why["kv_cache_memory_bytes"] = (SET_BY_YOU if "kv_cache_memory_bytes" in mine else
-                                    f"{_fmt_gib(kv_bytes)}: {context} tokens for one chat or "
+                                    f"{gib(kv_bytes)}: {context} tokens for one chat or "
                                     f"{TYPICAL_CHAT_TOKENS} for each of {concurrent.value} at once, not a share "
                                     "of RAM")
     if "enforce_eager" in mine:
@@ -221,7 +218,7 @@ def _eager_twin(plan: EnginePlan, planned_bytes: int, share: Optional[float] = N
                                      "autotune: 12.0 s of a cold start on an H100)"}
     if share is not None:
         args["gpu_memory_utilization"] = share
-        reasons["gpu_memory_utilization"] = f"{share}: just the starting engine's {_fmt_gib(planned_bytes)}"
+        reasons["gpu_memory_utilization"] = f"{share}: just the starting engine's {gib(planned_bytes)}"
     return replace(plan, engine_args=args, reasons=reasons, planned_bytes=planned_bytes, starter=None)
 
 
@@ -243,17 +240,17 @@ def _gpu_starter(settings: EngineSettings, plan: EnginePlan, shape: ModelShape) 
     # vLLM's start-up check wants utilization x total free when the second engine starts: the starter's
     # bytes plus the full engine's share (rounded up by a point of the card).
     needed = starter_bytes + int(plan.engine_args["gpu_memory_utilization"] * gpu.total_bytes)
-    both = f"{_fmt_gib(starter_bytes)} + {_fmt_gib(plan.planned_bytes)}"
+    both = f"{gib(starter_bytes)} + {gib(plan.planned_bytes)}"
     if needed > usable:
         return Choice(None, f"off: the starting and the full engine together need {both}, more than the "
-                            f"{_fmt_gib(usable)} usable; the full-speed engine starts alone")
+                            f"{gib(usable)} usable; the full-speed engine starts alone")
     twin = _eager_twin(plan, starter_bytes, startup_share(starter_bytes, gpu.total_bytes))
     starter = replace(twin, core_env=dict(STARTER_SAMPLER),
                       reasons={**twin.reasons, **dict.fromkeys(STARTER_SAMPLER, STARTER_SAMPLER_REASON)})
     on = SET_BY_YOU if settings.quick_start == "on" else "auto"
     return Choice(starter, f"on ({on}): an eager engine answers within seconds while the compiled one (CUDA "
                            f"graphs) is built beside it and takes over when warm; both fit: {both} of "
-                           f"{_fmt_gib(usable)} usable")
+                           f"{gib(usable)} usable")
 
 
 def _cpu_starter(settings: EngineSettings, plan: EnginePlan, cpu: CpuFacts) -> Choice:
@@ -263,8 +260,8 @@ def _cpu_starter(settings: EngineSettings, plan: EnginePlan, cpu: CpuFacts) -> C
                       "off: two engines on a CPU share its cores; --quick-start on to answer while it compiles")
     if 2 * plan.planned_bytes > cpu.available_bytes // 2:
         raise InsufficientMemoryError(
-            f"--quick-start on needs two engines of {_fmt_gib(plan.planned_bytes)} at once, more than half of the "
-            f"{_fmt_gib(cpu.available_bytes)} of free RAM; use --quick-start off")
+            f"--quick-start on needs two engines of {gib(plan.planned_bytes)} at once, more than half of the "
+            f"{gib(cpu.available_bytes)} of free RAM; use --quick-start off")
     gain = ("" if not plan.engine_args.get("enforce_eager") else
             "; the planned engine is eager too, so the switch gains nothing here but shows that it works")
     return Choice(_eager_twin(plan, plan.planned_bytes),
@@ -430,16 +427,16 @@ def _kv_budget_and_context(settings: EngineSettings, gpu: GpuInfo, shape: ModelS
     minimum = fixed + MIN_CONTEXT * kv_per_token
     if usable < minimum:
         raise InsufficientMemoryError(
-            f"GPU {gpu.index} ({gpu.name}) has {_fmt_gib(gpu.free_bytes)} free; the model needs at least "
-            f"{_fmt_gib(minimum + reserve_bytes(gpu))} (weights, runtime, {MIN_CONTEXT} tokens of KV cache and "
-            f"{_fmt_gib(reserve_bytes(gpu))} left for other programs). Close what nvidia-smi shows on that card, "
+            f"GPU {gpu.index} ({gpu.name}) has {gib(gpu.free_bytes)} free; the model needs at least "
+            f"{gib(minimum + reserve_bytes(gpu))} (weights, runtime, {MIN_CONTEXT} tokens of KV cache and "
+            f"{gib(reserve_bytes(gpu))} left for other programs). Close what nvidia-smi shows on that card, "
             "or use --profile cpu")
     if "kv_cache_memory_bytes" in mine:
         kv_bytes = _given(settings.kv_cache_memory_bytes, "kv_cache_memory_bytes")
         if fixed + kv_bytes > usable:
             raise InsufficientMemoryError(
-                f"--kv-cache-memory-bytes {kv_bytes} ({_fmt_gib(kv_bytes)}) plus the model "
-                f"({_fmt_gib(fixed)}) exceeds the {_fmt_gib(usable)} usable on GPU {gpu.index}; "
+                f"--kv-cache-memory-bytes {kv_bytes} ({gib(kv_bytes)}) plus the model "
+                f"({gib(fixed)}) exceeds the {gib(usable)} usable on GPU {gpu.index}; "
                 f"at most {max(0, usable - fixed)} fits")
         if "max_model_len" in mine:
             return _user_context(settings, shape), Choice(kv_bytes, SET_BY_YOU)
@@ -454,8 +451,8 @@ def _kv_budget_and_context(settings: EngineSettings, gpu: GpuInfo, shape: ModelS
         if fixed + kv_bytes > usable:
             fits = (usable - fixed) // kv_per_token
             raise InsufficientMemoryError(
-                f"--max-model-len {context.value} with {chats} chats needs {_fmt_gib(fixed + kv_bytes)} on GPU "
-                f"{gpu.index}, {_fmt_gib(usable)} is usable; at most {fits} tokens of KV cache fit")
+                f"--max-model-len {context.value} with {chats} chats needs {gib(fixed + kv_bytes)} on GPU "
+                f"{gpu.index}, {gib(usable)} is usable; at most {fits} tokens of KV cache fit")
     else:
         tiers = [c for c in CONTEXT_TIERS if c <= longest]
         tokens = next((c for c in tiers if fixed + _kv_tokens(c, chats) * kv_per_token <= usable), 0)
@@ -467,8 +464,8 @@ def _kv_budget_and_context(settings: EngineSettings, gpu: GpuInfo, shape: ModelS
             tokens = next((c for c in tiers if fixed + c * kv_per_token <= usable), MIN_CONTEXT)
             kv_bytes = usable - fixed
         context = Choice(tokens, f"{tokens} tokens: the longest of {list(CONTEXT_TIERS)} whose KV cache fits "
-                                 f"the {_fmt_gib(usable)} usable of {_fmt_gib(gpu.free_bytes)} free")
-    kv = Choice(kv_bytes, f"{_fmt_gib(kv_bytes)} at {kv_per_token / 1000:.1f} KB/token: one chat at the full "
+                                 f"the {gib(usable)} usable of {gib(gpu.free_bytes)} free")
+    kv = Choice(kv_bytes, f"{gib(kv_bytes)} at {kv_per_token / 1000:.1f} KB/token: one chat at the full "
                           f"{context.value} tokens, or {chats} chats of {min(context.value, TYPICAL_CHAT_TOKENS)} "
                           "tokens at once; not 85-90% of the card (the tutorial's 0.9 takes ~127 GiB of an H200)")
     return context, kv
@@ -489,11 +486,11 @@ def _memory_share(settings: EngineSettings, gpu: GpuInfo, planned: int, mine: fr
         share = _given(settings.gpu_memory_utilization, "gpu_memory_utilization")
         warnings: tuple[str, ...] = ()
         if share * gpu.total_bytes > gpu.free_bytes:
-            warnings = (f"--gpu-memory-utilization {share} asks for {_fmt_gib(int(share * gpu.total_bytes))} but "
-                        f"only {_fmt_gib(gpu.free_bytes)} is free: vLLM will refuse to start",)
+            warnings = (f"--gpu-memory-utilization {share} asks for {gib(int(share * gpu.total_bytes))} but "
+                        f"only {gib(gpu.free_bytes)} is free: vLLM will refuse to start",)
         return Choice(share, SET_BY_YOU, warnings)
     share = startup_share(planned, gpu.total_bytes)
-    return Choice(share, f"{share}: just the planned {_fmt_gib(planned)}, so vLLM's start-up check "
+    return Choice(share, f"{share}: just the planned {gib(planned)}, so vLLM's start-up check "
                          "(free >= utilization x total) passes on a card others share")
 
 
@@ -565,7 +562,7 @@ def with_smaller_kv(plan: EnginePlan, factor: float = 0.5) -> Optional[EnginePla
     if new_context * per_token > smaller:
         return None
     args = {**plan.engine_args, "kv_cache_memory_bytes": smaller, "max_model_len": new_context}
-    reasons = {**plan.reasons, "kv_cache_memory_bytes": f"{_fmt_gib(smaller)}: halved after an out-of-memory start",
+    reasons = {**plan.reasons, "kv_cache_memory_bytes": f"{gib(smaller)}: halved after an out-of-memory start",
                "max_model_len": f"{new_context}: fits the halved KV cache"}
     planned = plan.planned_bytes - (kv - smaller)
     if plan.gpu and "gpu_memory_utilization" in args and "gpu_memory_utilization" not in plan.user_set:

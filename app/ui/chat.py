@@ -53,6 +53,8 @@ from app.errors import DocumentRefused, EngineUnavailable, PromptTooLongError, R
 from app.heap import give_back_free_memory
 from app.history.chat_metadata import typed_settings
 from app.history.data_layer import session_user_identifier
+from app.history.messages import FINISH, KIND_ANSWER, KIND_NOTICE, LENGTH, NOTICE_AUTHOR, PARTIAL
+from app.history.messages import answer_text as stored_answer_text
 from app.history.presets import PresetStore
 from app.i18n import STARTERS, t
 from app.runtime import Runtime, current_runtime
@@ -73,13 +75,8 @@ from app.ui.status_panel import (
 
 log = logging.getLogger("ernie_chat.chat")
 WAIT_FOR_ENGINE_SECONDS = 600.0
-# What a message of ours is, kept in its metadata (saved with the chat): only answers go back into prompts.
-KIND_ANSWER, KIND_NOTICE = "answer", "notice"
-PARTIAL = "partial"  # in an answer's metadata while it is being written (see _save_so_far)
 REGENERATE = "regenerate"
 CONTINUE = "continue"
-# In an answer's metadata when it stopped at its length limit (max_tokens): Continue writes on from there.
-FINISH, LENGTH = "finish", "length"
 # How often a growing answer is saved: after a crash (kill -9, power loss) the chat keeps the answer up to
 # the last save. Chainlit itself saves a streamed message only when it ends.
 SAVE_EVERY_SECONDS = 2.0
@@ -116,7 +113,7 @@ def _answer_cap(rt: Runtime) -> int:
 
 async def notice(text: str) -> cl.Message:
     """A line from the app (not the model): shown in the chat, never part of a prompt."""
-    return await cl.Message(content=text, author="system", metadata={"kind": KIND_NOTICE}).send()
+    return await cl.Message(content=text, author=NOTICE_AUTHOR, metadata={"kind": KIND_NOTICE}).send()
 
 
 async def _wait_until_ready(rt: Runtime, language: str) -> Optional[str]:
@@ -136,9 +133,7 @@ async def _wait_until_ready(rt: Runtime, language: str) -> Optional[str]:
 
 def answer_text(message: cl.Message) -> str:
     """An answer as the model wrote it: the shown content without the stats line appended under it."""
-    footer = (message.metadata or {}).get("footer", "")
-    content = message.content or ""
-    return content[:-len(footer)] if footer and content.endswith(footer) else content
+    return stored_answer_text(message.content, message.metadata)
 
 
 def earlier_user_messages(message: cl.Message) -> list[cl.Message]:

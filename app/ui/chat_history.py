@@ -21,6 +21,7 @@ import chainlit as cl
 from fastapi import APIRouter, Depends
 from fastapi.responses import Response
 
+from app.control_characters import without_controls
 from app.documents.prompt import documents_of
 from app.errors import AuthenticationError, ErnieChatError, NotFoundError, error_response
 from app.guards.identity import LoginMode
@@ -92,11 +93,6 @@ async def store_before_answer(message: cl.Message) -> None:
         log.warning("could not store the message before answering: %s", err)
 
 
-def _without_controls(name: str) -> str:
-    """A file's name without control characters (C0, DEL, C1): an uploaded or imported name may hold any."""
-    return "".join(c for c in name if not (ord(c) < 0x20 or 0x7F <= ord(c) < 0xA0))
-
-
 def attachment(name: str) -> str:
     """The Content-Disposition of a download named ``name``. Headers are Latin-1 without control characters: a NUL
     in a file's name made its document link a dropped connection (uvicorn refuses the header; issue 36, N17). An
@@ -104,7 +100,7 @@ def attachment(name: str) -> str:
     RFC 6266, percent-encoded."""
     from urllib.parse import quote
 
-    shown = _without_controls(name) or "download"
+    shown = without_controls(name) or "download"  # an uploaded or imported name may hold any
     fallback = "".join(c if " " <= c <= "~" and c not in '"\\' else "_" for c in shown)
     return f"attachment; filename=\"{fallback}\"; filename*=UTF-8''{quote(shown, safe='')}"
 

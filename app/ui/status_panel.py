@@ -18,6 +18,7 @@ from app.engine.status import START_STEPS, EngineStatus, Speed
 from app.history.data_layer import session_user_identifier
 from app.history.writer import SLOW_SAVE_S
 from app.i18n import starting_engine_cost, t, worded
+from app.planning.hardware import gib
 from app.runtime import Runtime
 from app.ui.branding import model_name
 
@@ -71,7 +72,7 @@ def status_markdown(rt: Runtime, language: str) -> str:
     watch = rt.gpu_memory
     if watch is not None:
         now = watch.last if watch.last is not None else watch.sample()
-        fmt = lambda b: "–" if b is None else f"{b / 2**30:.2f} GiB"  # noqa: E731
+        fmt = lambda b: "–" if b is None else gib(b)
         lines.append(f"**{t(language, 'panel_gpu_memory')}:** "
                      f"{fmt(watch.after_load)} / {fmt(watch.peak)} / {fmt(now)}")
     return "  \n".join(lines)

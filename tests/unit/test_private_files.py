@@ -88,3 +88,23 @@ def test_a_sqlite_url_gets_a_private_file_too(tmp_path):
     with umask(0o000):
         files = write_a_chat_and_look(locate(HistorySettings(database_url=f"sqlite+aiosqlite:///{path}")))
     assert set(files.values()) == {0o600} and mode(path.parent) == 0o700
+
+
+@pytest.mark.parametrize("mask", [0o022, 0o000, 0o200])
+def test_a_replaced_file_and_a_temporary_folder_are_private_whatever_the_umask(tmp_path, mask):
+    """The users file (written whole or not at all) and the page's per-process folder: 0600 and 0700 set again past
+    the umask, as every other private file (a umask of 0o200 takes the owner's write bit from mkdtemp's 0700)."""
+    from app.private_files import make_private_temp_folder, replace_private
+
+    users = tmp_path / "users.json"
+    users.write_text("old")
+    os.chmod(users, 0o644)
+    with umask(mask):
+        replace_private(users, "new\n")
+        folder = make_private_temp_folder("ernie-chat-test-")
+    try:
+        assert users.read_text() == "new\n" and mode(users) == 0o600
+        assert [p.name for p in tmp_path.iterdir()] == ["users.json"]  # no temporary file left beside it
+        assert mode(folder) == 0o700
+    finally:
+        folder.rmdir()
