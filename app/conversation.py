@@ -110,16 +110,14 @@ def fit_to_context(system_prompt: str, history: list[Message], user_text: str, m
                       // len(last))
     budget = max_model_len - max_tokens - len(alone)
     suffix = _suffix_costs(history, template, per_message, budget)
-    dropped = _fewest_to_drop(len(history), lambda d: suffix[d] is not None and suffix[d] <= budget)
+    dropped = _fewest_to_drop(len(history), lambda d: (cost := suffix[d]) is not None and cost <= budget)
     while True:
         ids = template.encode(system + history[dropped:] + new)
         room = max_model_len - len(ids)
         if room >= max_tokens or dropped >= len(history):
             break
         # The estimate was short by (max_tokens - room): leave out at least that much more.
-        short, start = max_tokens - room, dropped
-        dropped = _fewest_to_drop(len(history),
-                                  lambda d, start=start, short=short: d > start and suffix[start] - suffix[d] >= short)
+        dropped = _fewest_to_drop(len(history), _drops_at_least(suffix, dropped, max_tokens - room))
     return _answer_budget(ids, dropped, max_model_len, max_tokens)
 
 
@@ -144,6 +142,15 @@ def _suffix_costs(history: list[Message], template: ChatTemplate, per_message: i
             suffix[i] = suffix[i + 1] + counts[i - start] + per_message  # type: ignore[operator]
         end, batch = start, batch * 2
     return suffix
+
+
+def _drops_at_least(suffix: list[Optional[int]], start: int, short: int) -> Callable[[int], bool]:
+    """Whether leaving out the oldest ``d`` messages frees ``short`` more tokens than leaving out ``start``: every
+    count from ``start`` on is known (``start`` already fitted the estimate), older ones are not needed."""
+    def frees_enough(d: int) -> bool:
+        known_start, known_d = suffix[start], suffix[d]
+        return d > start and known_start is not None and known_d is not None and known_start - known_d >= short
+    return frees_enough
 
 
 def _fewest_to_drop(length: int, fits: Callable[[int], bool]) -> int:

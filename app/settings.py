@@ -204,7 +204,7 @@ class EngineSettings(BaseSettings):
 
     model_config = _config()
 
-    profile: Literal[PROFILES] = Field(
+    profile: Literal[PROFILES] = Field(  # type: ignore[valid-type]  # its values are read at run time
         "auto", description="Engine profile: auto (chosen for the detected card), cpu, or one of the tutorial's "
         "command lines, flag for flag, for comparison: tutorial-a10, tutorial-a10-lean (its A10 tip), "
         "tutorial-a100 (as printed: CUDA graphs on), tutorial-a100-eager (graphs off, as its text says), "

@@ -199,7 +199,8 @@ def read_one(reader: Reader, item: Any, n: int, owner: str, limits: Limits = LIM
 def _label(item: Any, n: int) -> str:
     title = ""
     if isinstance(item, dict):
-        chat = item.get("chat") if isinstance(item.get("chat"), dict) else {}
+        found = item.get("chat")
+        chat = found if isinstance(found, dict) else {}
         title = item.get("title") or item.get("name") or chat.get("title") or ""
     shown = CONTROLS.sub("", str(title))[:60] if isinstance(title, str) else ""
     return f"chat {n} \"{shown}\"" if shown else f"chat {n}"
@@ -211,7 +212,7 @@ def from_chatgpt(conversation: Any, owner: str) -> dict:
     chat showed: user and assistant text (system and tool nodes, calls to tools, hidden and empty ones left)."""
     _require(isinstance(conversation, dict), "not a conversation object")
     mapping = conversation.get("mapping")
-    _require(isinstance(mapping, dict) and mapping, "its mapping holds no messages")
+    _require(isinstance(mapping, dict) and bool(mapping), "its mapping holds no messages")
     end = conversation.get("current_node")
     if end not in mapping:
         end = _last_leaf(mapping, "children")
@@ -256,7 +257,7 @@ def from_open_webui(item: Any, owner: str) -> dict:
     else:
         found = chat.get("messages")
         _require(isinstance(found, list), "its chat holds no history.messages")
-    said = [Said(m.get("role"), _content_text(m.get("content")), m.get("timestamp")) for m in found
+    said = [Said(m["role"], _content_text(m.get("content")), m.get("timestamp")) for m in found
             if isinstance(m, dict) and m.get("role") in ("user", "assistant")]
     system = (chat.get("params") or {}).get("system") if isinstance(chat.get("params"), dict) else None
     return _chat(_foreign_id("open-webui", item.get("id") or chat.get("id"), item),
@@ -293,7 +294,7 @@ def from_ernie_chat(data: Any, owner: str) -> dict:
     if steps is None:
         messages = data.get("messages")
         _require(isinstance(messages, list), "it has neither steps nor a messages list")
-        said = [Said(m.get("role"), _content_text(m.get("content")), m.get("created_at")) for m in messages
+        said = [Said(m["role"], _content_text(m.get("content")), m.get("created_at")) for m in messages
                 if isinstance(m, dict) and m.get("role") in ("user", "assistant")]
         made = _chat(chat_id, data.get("name"), data.get("created_at"), said, user)
         return {**made, "tags": _list(data, "tags"), "metadata": imported_metadata(_dict(data, "metadata"))}
@@ -343,10 +344,11 @@ def in_file_order(times: list[Any], created: Any = None) -> list[str]:
     already rise are kept as written (an export reads back unchanged); otherwise every one is written in one
     fixed-width form (the database sorts them as text), a missing, equal or earlier one just after the one
     before it, the first missing one at the chat's start (or its earliest known time)."""
-    if all(isinstance(t, str) and _when(t) for t in times) and all(
-            a < b and _when(a) < _when(b) for a, b in zip(times, times[1:], strict=False)):
-        return list(times)
     parsed = [_when(t) for t in times]
+    ours = [when for t, when in zip(times, parsed, strict=True) if isinstance(t, str) and when is not None]
+    if len(ours) == len(times) and all(a < b and when_a < when_b for a, b, when_a, when_b
+                                       in zip(times, times[1:], ours, ours[1:], strict=False)):
+        return list(times)
     known = [p for p in parsed if p is not None]
     start = _when(created) or (min(known) if known else datetime.now(timezone.utc))
     rising: list[datetime] = []

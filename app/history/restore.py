@@ -201,10 +201,14 @@ async def import_files(store: LazyStore, files: list[str], owner: ImportOwner,
             continue
         say(f"{name}: {reading.kind}, {plural(len(reading.chats), 'chat')}")
         for chat in reading.chats:
-            progress = ImportProgress(lambda written, total, label=chat.label:
-                                      say(f"  writing {label}: {written:,} of {total:,} messages"))
+            progress = ImportProgress(_writing_line(say, chat.label))
             say("  " + await _import_one(store, chat, report, owner, progress))
     return report
+
+
+def _writing_line(say: Callable[[str], None], label: str) -> Callable[[int, int], None]:
+    """How far one chat's write got, as the import's line says it."""
+    return lambda written, total: say(f"  writing {label}: {written:,} of {total:,} messages")
 
 
 async def _import_one(store: LazyStore, chat: ChatReading, report: ImportReport, owner: ImportOwner,
