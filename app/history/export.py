@@ -21,7 +21,7 @@ from app.private_files import make_private_folder, write_private
 
 PRESETS_FILE_NAME = "presets.json"
 ROLE_OF_TYPE = {"user_message": "user", "assistant_message": "assistant", "system_message": "system"}
-# The line chat.py puts under an answer ("`prompt 44 tokens` · `answer ...`", or one code span before
+# The line app/ui/streamed_answer.py puts under an answer ("`prompt 44 tokens` · `answer ...`", or one code span before
 # 2026-12-05): part of the page, not the answer.
 _STATS_LINE = re.compile(r"\n\n`[^\n]*`\s*$")
 

@@ -323,7 +323,7 @@ def _chat(chat_id: str, name: Any, created: Any, said: list[Said], owner: str, s
 
 
 def _step(chat_id: str, n: int, said: Said, at: str, owner: str) -> dict:
-    # app/ui/chat.py builds the prompt from user messages and answers marked kind "answer"
+    # app/ui/chat_messages.py shown_turns builds the prompt from user messages and answers marked kind "answer"
     question = said.role == "user"
     return {"id": str(uuid.uuid5(IMPORT_NAMESPACE, f"{chat_id}/{n}")), "threadId": chat_id, "parentId": None,
             "type": "user_message" if question else "assistant_message", "name": owner if question else "Assistant",
