@@ -257,7 +257,7 @@ def covering(locator) -> str:
         return hit && (e === hit || e.contains(hit)) ? '' : (hit ? hit.outerHTML.slice(0, 300) : 'nothing'); }""")
 
 
-# The stats line under a finished answer (app/ui/chat.py), English UI.
+# The stats line under a finished answer (app/ui/streamed_answer.py), English UI.
 STATS_EN = re.compile(r"prompt (\d+) tokens · answer (\d+) tokens · first token ([\d.]+) s · ([\d.]+) tokens/s")
 
 

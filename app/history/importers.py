@@ -331,7 +331,8 @@ def _chat(chat_id: str, name: Any, created: Any, said: list[Said], owner: str, s
 
 
 def _step(chat_id: str, n: int, said: Said, at: str, owner: str) -> dict:
-    # app/ui/chat.py builds the prompt from user messages and answers marked kind "answer" (app/history/messages.py)
+    # app/ui/chat_messages.py shown_turns builds the prompt from user messages and answers marked kind "answer"
+    # (app/history/messages.py)
     question = said.role == "user"
     return {"id": str(uuid.uuid5(IMPORT_NAMESPACE, f"{chat_id}/{n}")), "threadId": chat_id, "parentId": None,
             "type": USER_MESSAGE if question else ASSISTANT_MESSAGE, "name": owner if question else ASSISTANT_AUTHOR,

@@ -9,15 +9,16 @@ from __future__ import annotations
 
 import chainlit as cl
 
+from app.ui.session_keys import CHAT_ADDRESS_SENT
+
 CHAT_OPENED = "chat_opened"  # app/ui/static/ui/face.js reads {"ernie_chat": CHAT_OPENED, "home": ..., "path": ...}
-_SENT = "chat_address_sent"  # user_session key: once per chat
 
 
 async def tell_page_the_chat_address(root_path: str) -> None:
     """Once the chat has an id (its first message was stored), tell the page its address; once per chat."""
     session = cl.context.session
-    if not session.thread_id or cl.user_session.get(_SENT) == session.thread_id:
+    if not session.thread_id or CHAT_ADDRESS_SENT.get() == session.thread_id:
         return
-    cl.user_session.set(_SENT, session.thread_id)
+    CHAT_ADDRESS_SENT.set(session.thread_id)
     await cl.send_window_message({"ernie_chat": CHAT_OPENED, "home": f"{root_path}/",
                                   "path": f"{root_path}/thread/{session.thread_id}"})

@@ -105,6 +105,26 @@ def attachment(name: str) -> str:
     return f"attachment; filename=\"{fallback}\"; filename*=UTF-8''{quote(shown, safe='')}"
 
 
+def history_router() -> APIRouter:
+    """``GET /history/chats/{id}/export.md|json``: one chat as a download; ``.../documents/{message}/{n}``: the text
+    of a file attached to it. For the chat's owner only."""
+    from chainlit.auth import get_current_user
+
+    router = APIRouter()
+
+    @router.get("/history/chats/{thread_id}/export.{fmt}")
+    async def export_chat(thread_id: str, fmt: str, user: Any = Depends(get_current_user)) -> Response:
+        return await _exported_chat(thread_id, fmt, user)
+
+    @router.get("/history/chats/{thread_id}/documents/{step_id}/{index}")
+    async def document_text(thread_id: str, step_id: str, index: int,
+                            user: Any = Depends(get_current_user)) -> Response:
+        """The text kept from a file attached to one of the chat's messages (app/documents)."""
+        return await _document_text(thread_id, step_id, index, user)
+
+    return router
+
+
 async def _owned_chat(thread_id: str, user: Any) -> dict:
     """The chat (with every message's stored time), when ``user`` owns it; raises the error to answer with.
     Someone else's chat answers as an unknown one does: its id is not confirmed."""
@@ -119,40 +139,28 @@ async def _owned_chat(thread_id: str, user: Any) -> dict:
     return thread
 
 
-def history_router() -> APIRouter:
-    """``GET /history/chats/{id}/export.md|json``: one chat as a download; ``.../documents/{message}/{n}``: the text
-    of a file attached to it. For the chat's owner only."""
-    from chainlit.auth import get_current_user
+async def _exported_chat(thread_id: str, fmt: str, user: Any) -> Response:
+    if fmt not in ("md", "json"):
+        return error_response(NotFoundError("export formats: md, json"))
+    try:
+        thread = await _owned_chat(thread_id, user)
+    except ErnieChatError as err:
+        return error_response(err)
+    body = to_json(thread) if fmt == "json" else to_markdown(thread)
+    media = "application/json" if fmt == "json" else "text/markdown"
+    return Response(body, media_type=f"{media}; charset=utf-8",
+                    headers={"Content-Disposition": attachment(file_name(thread, fmt))})
 
-    router = APIRouter()
 
-    @router.get("/history/chats/{thread_id}/export.{fmt}")
-    async def export_chat(thread_id: str, fmt: str, user: Any = Depends(get_current_user)) -> Response:
-        if fmt not in ("md", "json"):
-            return error_response(NotFoundError("export formats: md, json"))
-        try:
-            thread = await _owned_chat(thread_id, user)
-        except ErnieChatError as err:
-            return error_response(err)
-        body = to_json(thread) if fmt == "json" else to_markdown(thread)
-        media = "application/json" if fmt == "json" else "text/markdown"
-        return Response(body, media_type=f"{media}; charset=utf-8",
-                        headers={"Content-Disposition": attachment(file_name(thread, fmt))})
-
-    @router.get("/history/chats/{thread_id}/documents/{step_id}/{index}")
-    async def document_text(thread_id: str, step_id: str, index: int,
-                            user: Any = Depends(get_current_user)) -> Response:
-        """The text kept from a file attached to one of the chat's messages (app/documents)."""
-        try:
-            thread = await _owned_chat(thread_id, user)
-        except ErnieChatError as err:
-            return error_response(err)
-        step: dict[str, Any] = next((dict(s) for s in thread.get("steps") or [] if s.get("id") == step_id), {})
-        documents = documents_of(step.get("metadata"))
-        if not 0 <= index < len(documents):
-            return error_response(NotFoundError("no such document"))
-        document = documents[index]
-        return Response(document.get("text", ""), media_type="text/plain; charset=utf-8",
-                        headers={"Content-Disposition": attachment(f"{document.get('name', 'document')}.txt")})
-
-    return router
+async def _document_text(thread_id: str, step_id: str, index: int, user: Any) -> Response:
+    try:
+        thread = await _owned_chat(thread_id, user)
+    except ErnieChatError as err:
+        return error_response(err)
+    step: dict[str, Any] = next((dict(s) for s in thread.get("steps") or [] if s.get("id") == step_id), {})
+    documents = documents_of(step.get("metadata"))
+    if not 0 <= index < len(documents):
+        return error_response(NotFoundError("no such document"))
+    document = documents[index]
+    return Response(document.get("text", ""), media_type="text/plain; charset=utf-8",
+                    headers={"Content-Disposition": attachment(f"{document.get('name', 'document')}.txt")})

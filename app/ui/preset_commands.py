@@ -13,6 +13,7 @@ import chainlit as cl
 from app.errors import ErnieChatError
 from app.history.presets import PresetStore, preset_settings
 from app.i18n import STRINGS, t
+from app.ui.session_keys import CHAT_SETTINGS
 
 if TYPE_CHECKING:
     from chainlit.types import CommandDict
@@ -67,7 +68,7 @@ async def run_preset_command(store: Optional[PresetStore], message: cl.Message, 
         return False
     if is_preset_command(message):
         try:
-            name = await store.save(user, message.content, preset_settings(cl.user_session.get("chat_settings") or {}))
+            name = await store.save(user, message.content, preset_settings(CHAT_SETTINGS.get()))
         except ErnieChatError as err:
             await notice(t(language, "preset_refused", detail=err))
             return True

@@ -1,7 +1,7 @@
 """The line an answer shows while the engine reads its prompt (prefill), before the first token: how many tokens,
 how long so far, and the time left by the engine's measured rate (app/engine/prefill_rate.py). A long document on the
 CPU meant 80-100 s with nothing on the page (issue 35 item 2). The answer's first words replace the line; Stop
-turns it into the "stopped" line (app/ui/chat.py)."""
+turns it into the "stopped" line (app/ui/streamed_answer.py)."""
 from __future__ import annotations
 
 import asyncio
@@ -11,6 +11,7 @@ from collections.abc import Awaitable, Callable
 from typing import Optional
 
 from app.i18n import t
+from app.ui.background import spawn
 
 SHOW_FROM_SECONDS = 1.0  # a prompt read faster than this needs no line: it would only flash before the answer
 SHOW_UNMEASURED_FROM_TOKENS = 1024  # no rate measured yet (a remote engine): a prompt this long gets the line
@@ -48,7 +49,7 @@ class ReadingLine:
 
     def start(self) -> None:
         if self._task is None and worth_showing(self.tokens, self.rate):
-            self._task = asyncio.create_task(self._tick())
+            self._task = spawn(self._tick(), name="reading-line")
 
     async def _tick(self) -> None:
         started = time.monotonic()

@@ -21,6 +21,7 @@ from app.i18n import starting_engine_cost, t, worded
 from app.planning.hardware import gib
 from app.runtime import Runtime
 from app.ui.branding import model_name
+from app.ui.session_keys import STATUS_PANEL_ID
 
 STATUS_REFRESH_SECONDS = 1.0
 # What the page's "Status" button posts on a phone (app/ui/static/ui/face.js): draw the panel, which opens it there.
@@ -105,10 +106,10 @@ async def show_status(rt: Runtime, language: str) -> cl.Text:
     change (after the first message, when the address becomes /thread/<id>, and on a page still loading), so
     the panel vanished until the next redraw. A side element in the chat's own elements is shown again by the
     page itself after each of those. Never stored with the chat (persist=False)."""
-    panel_id = cl.user_session.get("status_panel_id")
+    panel_id = STATUS_PANEL_ID.get()
     if panel_id is None:
         panel_id = str(uuid.uuid4())
-        cl.user_session.set("status_panel_id", panel_id)
+        STATUS_PANEL_ID.set(panel_id)
     text = cl.Text(id=panel_id, name=t(language, "status_title"), content=status_markdown(rt, language),
                    display="side")
     await text.send(for_id="", persist=False)

@@ -228,14 +228,14 @@ async def make_answered_chat(location: DatabaseLocation) -> str:
 
 
 async def resumed_prompt(location: DatabaseLocation, thread_id: str, tokenizer) -> str:
-    """The prompt app/ui/chat.py builds for a new question in the resumed chat, as the text the engine gets: the
+    """The prompt app/ui/answer.py builds for a new question in the resumed chat, as the text the engine gets: the
     chat's messages put back into Chainlit's chat context as chainlit/socket.py does on resume, then the app's
     own shown_turns and the model's chat template."""
     import chainlit as cl
     from chainlit.chat_context import chat_context
 
     from app.conversation import ChatTemplate
-    from app.ui.chat import shown_turns
+    from app.ui.chat_messages import shown_turns
 
     store = HistoryStore.open(location)
     try:

@@ -173,7 +173,7 @@ def test_the_ui_and_v1_sample_by_one_rule():
 
 
 def test_one_definition_of_the_sampling_bounds():
-    """The settings, the sliders (app/ui/chat.py) and the clamping read SAMPLING_BOUNDS; /v1 reads
+    """The settings, the sliders (app/ui/settings_panel.py) and the clamping read SAMPLING_BOUNDS; /v1 reads
     API_SAMPLING_BOUNDS, made from it (answers down to one token)."""
     from pydantic import ValidationError
 

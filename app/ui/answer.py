@@ -1,0 +1,173 @@
+"""Answering one user message (new, edited, regenerated or continued): the checks on it, the engine ready, this
+chat's settings, the documents step, the prompt built from the chat the page shows and fitted to the context, then
+the answer streamed (app/ui/streamed_answer.py).
+
+The rules (cleaning, defaults, bounds, fitting to the context) live in app/conversation.py and are shared with /v1;
+this module only talks to the page.
+"""
+from __future__ import annotations
+
+import asyncio
+from typing import NamedTuple, Optional
+
+import chainlit as cl
+
+from app.conversation import (
+    ChatTemplate,
+    FittedPrompt,
+    answer_sampling,
+    chat_defaults,
+    clamp_sampling,
+    clean_message,
+    fit_to_context,
+)
+from app.documents.prompt import documents_of, render_turn
+from app.engine.protocol import Sampling
+from app.engine.status import EngineState
+from app.errors import PromptTooLongError
+from app.history.messages import FINISH, LENGTH
+from app.i18n import t
+from app.runtime import Runtime
+from app.ui.chat_messages import answer_text, language, notice, shown_turns
+from app.ui.documents_step import documents_for_prompt
+from app.ui.session_keys import ANSWER_ACTIONS, CHAT_SETTINGS
+from app.ui.settings_panel import answer_cap
+from app.ui.status_panel import engine_state_text
+from app.ui.streamed_answer import StreamedAnswer
+
+WAIT_FOR_ENGINE_SECONDS = 600.0
+
+
+class Question(NamedTuple):
+    text: str  # cleaned
+    documents: list[dict]  # attached to it (app/documents/prompt.py)
+
+
+class Prompt(NamedTuple):
+    token_ids: list[int]
+    sampling: Sampling
+
+
+async def answer(rt: Runtime, message: cl.Message, continuing: Optional[cl.Message] = None) -> None:
+    """Answer one user message (new, edited or regenerated) from the chat shown above it; with ``continuing``,
+    write on where that answer to it stopped at its length limit (the prompt ends with the answer so far)."""
+    page_language = language()
+    rt.metrics.messages.inc()
+    question = await _checked_question(rt, message, continuing, page_language)
+    if question is None:
+        return
+    problem = await _wait_until_ready(rt, page_language)
+    if problem:
+        await notice(problem)
+        return
+    prompt = await _prompt(rt, message, question, continuing, page_language)
+    if prompt is not None:
+        await StreamedAnswer(rt, page_language, prompt.token_ids, prompt.sampling, continuing).write()
+
+
+async def _checked_question(rt: Runtime, message: cl.Message, continuing: Optional[cl.Message],
+                            language: str) -> Optional[Question]:
+    """The message's text (cleaned) and documents; None, with a line saying why, when it is not to be answered."""
+    cleaned = clean_message(message.content or "")
+    text = cleaned.text
+    documents = documents_of(message.metadata)
+    if not text.strip() and not documents:
+        if message.elements:  # only files, none of them read: their lines are in the chat already
+            return None
+        rt.metrics.rejected.labels(reason="empty").inc()
+        await notice(t(language, "empty"))
+        return None
+    if len(text) > rt.settings.chat.max_message_chars:
+        rt.metrics.rejected.labels(reason="too_many_chars").inc()
+        await notice(t(language, "too_many_chars", chars=len(text), limit=rt.settings.chat.max_message_chars))
+        return None
+    if cleaned.changed and continuing is None:
+        await notice(t(language, "sanitized"))
+    return Question(text, documents)
+
+
+async def _wait_until_ready(rt: Runtime, language: str) -> Optional[str]:
+    """None when the engine is ready; else the message to show (after waiting through a load)."""
+    status = rt.host.status
+    if status.state is EngineState.READY:
+        return None
+    if status.state is EngineState.FAILED:
+        return t(language, "failed", detail=status.detail)
+    waiting = await notice(t(language, "waiting", detail=engine_state_text(status, language)))
+    ready = await rt.host.wait_ready(WAIT_FOR_ENGINE_SECONDS)
+    await waiting.remove()
+    if ready:
+        return None
+    return t(language, "failed", detail=engine_state_text(rt.host.status, language))
+
+
+async def _prompt(rt: Runtime, message: cl.Message, question: Question, continuing: Optional[cl.Message],
+                  language: str) -> Optional[Prompt]:
+    """The prompt's tokens and the answer's sampling, from this chat's settings and the chat shown above
+    ``message``; None, with a line saying why, when the question alone does not fit."""
+    chat_settings = CHAT_SETTINGS.get()
+    defaults = chat_defaults(rt.settings.chat, rt.generation_defaults, rt.max_model_len)
+    sampling = clamp_sampling(chat_settings, defaults, answer_cap(rt))
+    for name, value, bound, used in sampling.corrections:
+        await notice(t(language, "settings_fixed", name=name, value=value, low=bound.low, high=bound.high, used=used))
+    system_prompt = str(chat_settings.get("system_prompt", defaults["system_prompt"]) or "")
+    template = ChatTemplate(rt.tokenizer)
+    max_tokens = sampling.chosen.max_tokens
+    text = question.text
+    documents = await documents_for_prompt(rt, message, question.documents, text, system_prompt, max_tokens,
+                                           template, continuing)
+    so_far = answer_text(continuing) if continuing is not None else ""
+
+    def fit() -> tuple[FittedPrompt, list[str]]:  # earlier turns render their documents' passages: off the event loop
+        earlier = shown_turns(message)
+        fitted = fit_to_context(system_prompt, [turn for turn, _ in earlier], render_turn(text, documents),
+                                rt.max_model_len, max_tokens, template, answer_so_far=so_far)
+        return fitted, [name for _, names in earlier[:fitted.dropped_messages] for name in names]
+
+    try:
+        fitted, documents_dropped = await asyncio.to_thread(fit)
+    except PromptTooLongError as err:
+        rt.metrics.rejected.labels(reason="too_long").inc()
+        await notice(t(language, "too_long", tokens=err.tokens, limit=err.limit))
+        return None
+    await _say_what_was_fitted(rt, fitted, documents_dropped, language)
+    sampled = answer_sampling(sampling.chosen, fitted, rt.model.stop_token_ids)
+    return Prompt(fitted.token_ids, sampled)
+
+
+async def _say_what_was_fitted(rt: Runtime, fitted: FittedPrompt, documents_dropped: list[str], language: str) -> None:
+    """Lines for what fitting the prompt changed: earlier turns (and their documents) left out, the answer's room
+    shortened."""
+    if fitted.dropped_messages:
+        await notice(t(language, "dropped", limit=rt.max_model_len, turns=fitted.dropped_messages) + (
+            t(language, "dropped_documents", names=", ".join(documents_dropped)) if documents_dropped else ""))
+    if fitted.shortened:
+        await notice(t(language, "shortened", tokens=fitted.max_tokens))
+
+
+async def regenerate(rt: Runtime, action: cl.Action) -> None:
+    """Answer the last question again: the old answer (and notices after it) leave the chat and the prompt."""
+    shown = cl.chat_context.get()
+    index = next((i for i, m in enumerate(shown) if m.id == action.forId), None)
+    if index is None:
+        return
+    question = next((m for m in reversed(shown[:index]) if m.type == "user_message"), None)
+    if question is None:
+        return
+    for later in shown[shown.index(question) + 1:]:
+        await later.remove()
+    ANSWER_ACTIONS.set([])
+    await answer(rt, question)
+
+
+async def continue_answer(rt: Runtime, action: cl.Action) -> None:
+    """Write on where the answer stopped at its length limit: into the same message, from a prompt that ends with
+    the answer so far (no new turn), so the model takes it up mid-sentence or mid-code."""
+    shown = cl.chat_context.get()
+    reply = next((m for m in shown if m.id == action.forId), None)
+    if reply is None or (reply.metadata or {}).get(FINISH) != LENGTH:
+        return
+    question = next((m for m in reversed(shown[:shown.index(reply)]) if m.type == "user_message"), None)
+    if question is None:
+        return
+    await answer(rt, question, continuing=reply)

@@ -1,0 +1,53 @@
+"""The buttons under the newest answer: Regenerate, and Continue when it stopped at its length limit. Only the
+newest answer has them (an older one has later turns built on it); what they do is app/ui/answer.py's."""
+from __future__ import annotations
+
+import logging
+from typing import Any, Optional
+
+import chainlit as cl
+
+from app.history.messages import FINISH, KIND, KIND_ANSWER, LENGTH
+from app.i18n import t
+from app.ui.session_keys import ANSWER_ACTIONS
+
+log = logging.getLogger("ernie_chat.chat")
+REGENERATE = "regenerate"
+CONTINUE = "continue"
+
+
+def answer_actions(metadata: Optional[dict[str, Any]], language: str) -> list[cl.Action]:
+    """The buttons for an answer with ``metadata``: Regenerate, and Continue when it stopped at its length limit."""
+    names = [REGENERATE] + ([CONTINUE] if (metadata or {}).get(FINISH) == LENGTH else [])
+    icons = {REGENERATE: "refresh-cw", CONTINUE: "arrow-right"}
+    return [cl.Action(name=name, payload={}, label=t(language, name), icon=icons[name], tooltip=t(language, name))
+            for name in names]
+
+
+async def take_off_answer_actions() -> None:
+    """The newest answer's buttons leave the page: a newer answer gets them, or this one is being rewritten."""
+    for action in ANSWER_ACTIONS.get():
+        try:
+            await action.remove()
+        except Exception:  # that answer was removed with an edit
+            log.debug("old answer action already gone", exc_info=True)
+    ANSWER_ACTIONS.set([])
+
+
+async def offer_actions(reply: cl.Message, language: str) -> None:
+    """Put the buttons on this answer (sent with it), and take them off the previous one: only the newest answer
+    can be regenerated or continued (an older one has later turns built on it)."""
+    await take_off_answer_actions()
+    reply.actions = answer_actions(reply.metadata, language)
+    ANSWER_ACTIONS.set(reply.actions)
+
+
+async def offer_actions_on_resume(thread: dict[str, Any], language: str) -> None:
+    """A reopened chat gets the buttons on its newest message when that is an answer, as the chat had them."""
+    messages = [step for step in thread.get("steps", []) if "message" in step.get("type", "")]
+    if not messages or (messages[-1].get("metadata") or {}).get(KIND) != KIND_ANSWER:
+        return
+    actions = answer_actions(messages[-1].get("metadata"), language)
+    for action in actions:
+        await action.send(for_id=messages[-1]["id"])
+    ANSWER_ACTIONS.set(actions)
