@@ -220,6 +220,12 @@ def _usage(fitted: FittedPrompt, tokens: int) -> CompletionUsage:
     return CompletionUsage(prompt_tokens=prompt, completion_tokens=tokens, total_tokens=prompt + tokens)
 
 
+def _openai_finish(reason: Optional[str]) -> Any:
+    """The engine's finish reason as OpenAI's field takes it: vLLM ends an answer with OpenAI's own words ("stop",
+    "length"), and ``model_construct`` checks nothing, so it passes as it is."""
+    return reason
+
+
 def _completion(completion_id: str, fitted: FittedPrompt, text: str, tokens: int,
                 finish_reason: Optional[str]) -> dict[str, Any]:
     from openai.types.chat import ChatCompletion, ChatCompletionMessage
@@ -228,7 +234,7 @@ def _completion(completion_id: str, fitted: FittedPrompt, text: str, tokens: int
     message = ChatCompletionMessage.model_construct(role="assistant", content=text)
     completion = ChatCompletion.model_construct(
         id=completion_id, object="chat.completion", created=int(time.time()), model=MODEL_ID,
-        choices=[Choice.model_construct(index=0, message=message, finish_reason=finish_reason)],
+        choices=[Choice.model_construct(index=0, message=message, finish_reason=_openai_finish(finish_reason))],
         usage=_usage(fitted, tokens),
         ernie_chat={"dropped_messages": fitted.dropped_messages})  # ours: old messages left out to fit
     return completion.model_dump(exclude_unset=True)
@@ -243,13 +249,13 @@ async def _stream(rt: Runtime, fitted: FittedPrompt, sampling: Sampling, complet
     created = int(time.time())
 
     def chunk(choices: list[ChunkChoice], usage: Optional[CompletionUsage] = None) -> str:
-        extra = {} if usage is None else {"usage": usage}  # only the last chunk, when asked for, has usage
+        extra: dict[str, Any] = {} if usage is None else {"usage": usage}  # only the last chunk, if asked, has it
         return _sse(ChatCompletionChunk.model_construct(id=completion_id, object="chat.completion.chunk",
                                                         created=created, model=MODEL_ID, choices=choices,
                                                         **extra).model_dump(exclude_unset=True))
 
     def choice(delta: ChoiceDelta, finish_reason: Optional[str]) -> ChunkChoice:
-        return ChunkChoice.model_construct(index=0, delta=delta, finish_reason=finish_reason)
+        return ChunkChoice.model_construct(index=0, delta=delta, finish_reason=_openai_finish(finish_reason))
 
     yield chunk([choice(ChoiceDelta.model_construct(role="assistant", content=""), None)])
     tokens = 0
@@ -257,7 +263,7 @@ async def _stream(rt: Runtime, fitted: FittedPrompt, sampling: Sampling, complet
         async for delta in rt.host.stream(fitted.token_ids, sampling, owner=API_CLIENTS):
             tokens += delta.new_tokens
             if delta.text or delta.finished:
-                text = {"content": delta.text} if delta.text else {}
+                text: dict[str, Any] = {"content": delta.text} if delta.text else {}
                 yield chunk([choice(ChoiceDelta.model_construct(**text), delta.finish_reason)])
     except ErnieChatError as err:
         yield _sse(error_body(err))

@@ -270,7 +270,7 @@ class HistoryDataLayer(BaseDataLayer):
             # that first wrote them (an attached document's text) stay until overwritten: empty it now.
             self.writer.submit(_empty_the_wal, "clearing a deleted chat from the write-ahead log")
 
-    def _thread_dict(self, row: Any, step_dicts: list[dict], element_dicts: list[dict]) -> ThreadDict:
+    def _thread_dict(self, row: Any, step_dicts: list[Any], element_dicts: list[Any]) -> ThreadDict:
         return ThreadDict(id=row.id, createdAt=row.created_at, name=row.name, userId=row.user_id,
                           userIdentifier=row.user_identifier, tags=_loads(row.tags, []),
                           metadata=_loads(row.metadata, {}), steps=step_dicts, elements=element_dicts)
@@ -353,7 +353,7 @@ class HistoryDataLayer(BaseDataLayer):
     def _step_write(self, step_dict: StepDict, owner_user_id: Optional[str] = None):
         step = dict(step_dict)
         step.pop("feedback", None)  # kept in its own table
-        thread_id = step.get("threadId")
+        thread_id = str(step.get("threadId") or "")
         position = self._next_position()
         writer_identity = session_user_identifier()
 
@@ -424,7 +424,7 @@ class HistoryDataLayer(BaseDataLayer):
         element_dict = dict(element.to_dict())
         if isinstance(getattr(element, "content", None), str):
             element_dict["content"] = element.content  # text elements: kept with the chat, no file store
-        thread_id = element_dict.get("threadId")
+        thread_id = str(element_dict.get("threadId") or "")
         if not thread_id:
             return
 

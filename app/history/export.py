@@ -102,9 +102,10 @@ def _user_folder(out: Path, user: str) -> Path:
 async def thread_for_export(layer: HistoryDataLayer, thread_id: str) -> Optional[dict]:
     """The chat with every message's stored time: a streamed answer's JSON has none (Chainlit sends it before
     it has a time), and an import would then stamp it with its own, after every question."""
-    thread = await layer.get_thread(thread_id)
-    if thread is None:
+    found = await layer.get_thread(thread_id)
+    if found is None:
         return None
+    thread: dict[str, Any] = dict(found)  # a plain dict: the export reads and writes it as one
     async with layer.engine.connect() as conn:
         stored = dict((await conn.execute(select(steps.c.id, steps.c.created_at)
                                           .where(steps.c.thread_id == thread_id))).all())

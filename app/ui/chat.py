@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from functools import partial
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional, cast
 
 import chainlit as cl
 
@@ -45,6 +45,9 @@ from app.ui.session_keys import CHAT_SETTINGS, REFUSED_CHAT, STATUS_TASK
 from app.ui.settings_panel import keep_settings, send_settings, use_preset
 from app.ui.status_panel import SHOW_STATUS_MESSAGE, keep_status_fresh, show_status, show_status_in_resumed_chat
 from app.ui.streamed_answer import mark_interrupted
+
+if TYPE_CHECKING:
+    from chainlit.types import ThreadDict
 
 log = logging.getLogger("ernie_chat.chat")
 
@@ -88,9 +91,10 @@ async def on_chat_start() -> None:
     await _open_chat(rt, {})
 
 
-async def on_chat_resume(thread: dict) -> None:
+async def on_chat_resume(resumed: ThreadDict) -> None:
     # Chainlit put the chat's saved messages back (the next prompt is built from them) and its saved
     # session, whose chat_settings are this chat's system prompt, temperature, top_p and length.
+    thread = cast("dict[str, Any]", resumed)  # the same object: what changes here is what Chainlit sends the page
     rt = current_runtime()
     await _open_chat(rt, CHAT_SETTINGS.get())
     await mark_interrupted(thread, language())

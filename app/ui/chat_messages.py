@@ -23,7 +23,7 @@ from app.ui.preset_commands import is_preset_command
 def language() -> str:
     """This chat's page language."""
     try:
-        return cl.context.session.language or "en-US"
+        return getattr(cl.context.session, "language", None) or "en-US"  # an HTTP context has none
     except Exception:
         return "en-US"
 

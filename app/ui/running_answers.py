@@ -27,6 +27,7 @@ async def run_tracked(work: Coroutine[Any, Any, None]) -> None:
     """Run ``work`` as one of this chat's answers: Stop reaches it, a closed page cancels it."""
     # Chainlit's edit path (and an action) does not register its task, so Stop found nothing to cancel.
     task = asyncio.current_task()
+    assert task is not None  # a coroutine awaited here always runs in a task
     make_stoppable(task)
     running = answer_tasks()
     if len(running) >= MAX_ANSWERS_PER_CHAT:
