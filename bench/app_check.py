@@ -22,7 +22,8 @@ from pathlib import Path
 
 import httpx
 
-from tests.helpers import LaunchedApp, get, metric_value
+from tests.support.app_process import LaunchedApp, get
+from tests.support.metrics import metric_value
 
 SERIES = ("ernie_chat_gpu_memory_used_bytes", "ernie_chat_gpu_memory_peak_bytes", "vllm:kv_cache_usage_perc",
           "ernie_chat_generated_tokens_total", "ernie_chat_active_requests")

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import psutil
 
-from tests.helpers import LaunchedApp
+from tests.support.app_process import LaunchedApp
 
 MB = 2**20
 

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.start_bench import one_run
-from tests.helpers import ROOT, LaunchedApp, alive, engine_processes
+from tests.support.app_process import ROOT, LaunchedApp, alive, engine_processes
 
 FORK_TRACE = Path(__file__).resolve().parent / "fork_trace"
 MIN_SPEEDUP = 3.0  # the compiled engine against the eager starting one (about 5x measured on an H200)

@@ -45,7 +45,8 @@ import httpx
 import psutil
 import socketio
 
-from tests.helpers import CHROMIUM_ARGS, ROOT, running_app
+from tests.support.app_process import ROOT, running_app
+from tests.support.page import CHROMIUM_ARGS
 from tests.tiny_model import build
 
 PROMPTS = ["请用三句话解释量子纠缠，要求通俗易懂", "Write a short poem about the sea.", "你好", "What is a KV cache?",

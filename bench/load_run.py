@@ -3,7 +3,7 @@ one hostile session, in one invocation; do the others' answers slow down, is a w
 
     python -m bench.load_run [--sessions 20] [--minutes 5] [--settle 120] [--out FILE.json]
 
-Builds the tiny model (tests/tiny_model.py) and launches the app (tests/helpers.py's LaunchedApp) with a login per
+Builds the tiny model (tests/tiny_model.py) and launches the app (LaunchedApp, tests/support/) with a login per
 session. ``--sessions`` - 1 users chat through Chainlit's socket as the page does, one tab each: a question, its
 answer, a pause of 1-3 s; every third question carries a small file. In the second phase the last session is
 hostile and does all of this at once, for the whole phase: metadata floods (messages whose metadata carries 20,000
@@ -37,7 +37,8 @@ import psutil
 from bench.documents import make_pdf
 from bench.history_load import chainlit_root_with_session_timeout
 from bench.soak import tree_rss
-from tests.helpers import LaunchedApp, socket_connect, upload_request
+from tests.support.app_process import LaunchedApp
+from tests.support.chat_socket import socket_connect, upload_request
 
 MIB = 2**20
 SECRET = "a-load-run-secret-{}"

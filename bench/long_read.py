@@ -19,7 +19,8 @@ import statistics
 import tempfile
 from pathlib import Path
 
-from tests.helpers import CHROMIUM_ARGS, ROOT, STATS_EN, LaunchedApp, attach, wait_chat_opened
+from tests.support.app_process import ROOT, LaunchedApp
+from tests.support.page import CHROMIUM_ARGS, STATS_EN, attach, wait_chat_opened
 
 QUESTION = "Which crew checked the copper near the willow?"
 WORDS = ("harbour", "lantern", "copper", "meadow", "signal", "granite", "orchard", "ferry", "beacon", "willow",

@@ -24,7 +24,7 @@ import urllib.request
 from pathlib import Path
 
 from app.conversation import MIN_ANSWER_TOKENS, ChatTemplate, fit_to_context
-from tests.helpers import LaunchedApp
+from tests.support.app_process import LaunchedApp
 
 
 def fit_quadratic(system_prompt, history, user_text, max_model_len, max_tokens, template):

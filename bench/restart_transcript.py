@@ -17,7 +17,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from tests.helpers import CHROMIUM_ARGS, STATS_EN, LaunchedApp, send, wait_stats
+from tests.support.app_process import LaunchedApp
+from tests.support.page import CHROMIUM_ARGS, STATS_EN, send, wait_stats
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
@@ -61,8 +62,8 @@ def main() -> None:
     from playwright.sync_api import sync_playwright
 
     from tests.e2e.test_history_ui import thread_id_of
-    from tests.helpers import open_sidebar
     from tests.real_model import cached as cached_real_model
+    from tests.support.page import open_sidebar
 
     model = args.model or cached_real_model()
     tmp = Path(tempfile.mkdtemp(prefix="restart-transcript-"))

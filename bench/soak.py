@@ -143,7 +143,7 @@ def main() -> int:
     if args.url:
         url, pid = args.url.rstrip("/"), args.pid
     else:
-        from tests.helpers import LaunchedApp
+        from tests.support.app_process import LaunchedApp
         from tests.tiny_model import build
 
         tmp = Path(tempfile.mkdtemp(prefix="soak-"))

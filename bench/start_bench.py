@@ -28,7 +28,7 @@ from typing import Any, Optional
 import httpx
 import psutil
 
-from tests.helpers import LaunchedApp, alive, get
+from tests.support.app_process import LaunchedApp, alive, get
 
 PROMPT = "Write a long story about a lighthouse keeper and the sea."
 LOG_LINE = re.compile(r"ERROR|Traceback|Exception|Error:|CRITICAL|failed|quick.start|starting engine|full.speed",

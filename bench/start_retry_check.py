@@ -18,7 +18,7 @@ import sys
 import time
 from pathlib import Path
 
-from tests.helpers import LaunchedApp, get
+from tests.support.app_process import LaunchedApp, get
 
 HOG = ("import sys, time, torch; x = torch.empty(int(float(sys.argv[1]) * 2**30), dtype=torch.uint8, "
        "device='cuda'); print('holding', sys.argv[1], 'GiB', flush=True); time.sleep(3600)")

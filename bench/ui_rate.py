@@ -28,7 +28,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from tests.helpers import CHROMIUM_ARGS, get, metric_value, running_app
+from tests.support.app_process import get, running_app
+from tests.support.metrics import metric_value
+from tests.support.page import CHROMIUM_ARGS
 
 QUESTIONS = ["Show me how to reverse a string in Python.", "List three fruits.",
              "Write a Python function that checks if a number is prime.", "Write a short poem about the sea."]

@@ -6,7 +6,7 @@ import contextlib
 import http.server
 import threading
 
-from tests.helpers import free_port
+from tests.support.app_process import free_port
 
 # Opens Chainlit's socket the way its page does (engine.io v4 over a websocket, then socket.io's connect
 # packet with Chainlit's auth fields). 'connected' means the server accepted a chat session.

@@ -12,7 +12,7 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
-from tests.helpers import free_port
+from tests.support.app_process import free_port
 
 PG_USER = "ernie"
 

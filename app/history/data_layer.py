@@ -3,7 +3,7 @@
 Why our own ``BaseDataLayer`` and not Chainlit's ``SQLAlchemyDataLayer``: that one never creates its tables,
 is tested on PostgreSQL only, and on SQLite breaks on list/dict step fields (Chainlit's GitHub issues #2528,
 #2750, #1545). Ours is SQLAlchemy Core, so one code path serves SQLite and PostgreSQL
-(tests/unit/test_history_data_layer.py runs the same suite on both), and every write goes through the one
+(tests/unit/history/test_data_layer.py runs the same suite on both), and every write goes through the one
 writer (app/history/writer.py).
 
 Ownership: a chat belongs to the user who started it, and nothing here hands a chat to someone else:

@@ -3,7 +3,7 @@
 
 ``read_chat_file`` checks a file's size (from stat) and its nesting (a streaming scan) before parsing it, finds
 its format, and reads each chat in it on its own, so that one bad chat is refused and the others still go in.
-The formats, as their own apps publish them (tests/unit/test_importers.py cites the sources):
+The formats, as their own apps publish them (tests/unit/history/test_importers.py cites the sources):
 
 - ChatGPT's ``conversations.json``: a list of conversations, each a ``mapping`` tree of nodes {id, message,
   parent, children} and the ``current_node`` the chat shows; read is the branch from the root to current_node.

@@ -1,7 +1,7 @@
 """Card -> engine arguments: a pure function with a reason for every choice.
 
 ``plan_engine(engine_settings, gpus, build, ...)`` reads nothing and starts nothing; it is tested by tables
-of simulated cards (tests/unit/test_profiles.py). On a GPU it makes seven decisions, one function each
+of simulated cards (tests/unit/planning/test_profiles.py). On a GPU it makes seven decisions, one function each
 (dtype, CUDA graphs, KV dtype, answers at once, vLLM's batch, KV budget and context, memory share), each returning
 its value and its reason. The numbers it uses were measured on an H200 with the real ERNIE-4.5-0.3B-PT shape
 (docs/benchmarks.md): weights 0.73 GiB, activations 0.21, non-torch 0.22,

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import CHROMIUM_ARGS, running_app, wait_chat_opened
+from tests.support.app_process import running_app
+from tests.support.page import CHROMIUM_ARGS, wait_chat_opened
 
 
 @pytest.fixture(scope="package")

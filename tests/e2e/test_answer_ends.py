@@ -13,15 +13,9 @@ import urllib.request
 
 import pytest
 
-from tests.helpers import (
-    STATS_EN,
-    finished_requests,
-    generated_tokens,
-    running_app,
-    send,
-    wait_chat_opened,
-    wait_stats,
-)
+from tests.support.app_process import running_app
+from tests.support.metrics import finished_requests, generated_tokens
+from tests.support.page import STATS_EN, send, wait_chat_opened, wait_stats
 
 pytestmark = pytest.mark.timeout(300)
 MAX_TOKENS = 300

@@ -16,17 +16,9 @@ import time
 import pytest
 
 from app.i18n import t
-from tests.helpers import (
-    STATS_EN,
-    open_sidebar,
-    prompt_tokens,
-    running_app,
-    running_requests,
-    send,
-    set_max_answer_tokens,
-    wait_chat_opened,
-    wait_stats,
-)
+from tests.support.app_process import running_app
+from tests.support.metrics import prompt_tokens, running_requests
+from tests.support.page import STATS_EN, open_sidebar, send, set_max_answer_tokens, wait_chat_opened, wait_stats
 
 pytestmark = pytest.mark.timeout(600)
 LIMIT = 64  # the answer budget (issue 35's Settings -> max answer tokens 64): every answer here reaches it

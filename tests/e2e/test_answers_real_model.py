@@ -13,17 +13,9 @@ import pytest
 from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 
 from tests import sample_documents as samples
-from tests.helpers import (
-    PHONE,
-    ROOT,
-    attach,
-    covering,
-    open_sidebar,
-    prompt_tokens,
-    running_app,
-    status_panel_text,
-    wait_chat_opened,
-)
+from tests.support.app_process import ROOT, running_app
+from tests.support.metrics import prompt_tokens
+from tests.support.page import PHONE, attach, covering, open_sidebar, status_panel_text, wait_chat_opened
 
 pytestmark = pytest.mark.timeout(600)
 CAPITAL = "What is the capital of France?"

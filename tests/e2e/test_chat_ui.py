@@ -5,18 +5,9 @@ import time
 import pytest
 from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 
-from tests.helpers import (
-    PHONE,
-    STATS_EN,
-    generated_tokens,
-    get,
-    metric_value,
-    running_requests,
-    send,
-    set_max_answer_tokens,
-    status_panel_text,
-    wait_stats,
-)
+from tests.support.app_process import get
+from tests.support.metrics import generated_tokens, metric_value, running_requests
+from tests.support.page import PHONE, STATS_EN, send, set_max_answer_tokens, status_panel_text, wait_stats
 
 pytestmark = pytest.mark.timeout(300)
 QUANTUM = "请用三句话解释量子纠缠，要求通俗易懂"
@@ -130,7 +121,7 @@ def test_status_panel_survives_another_chainlit_app_stopping(page_for):
     # ernie-chat): the running app keeps its chats' files in a private folder, so its panel is still drawn.
     import shutil
 
-    from tests.helpers import ROOT
+    from tests.support.app_process import ROOT
 
     shutil.rmtree(ROOT / ".files", ignore_errors=True)
     page = page_for()  # waits for the panel's "ready"
@@ -140,7 +131,7 @@ def test_status_panel_survives_another_chainlit_app_stopping(page_for):
 
 
 def test_phone_width_window(page_for, shots_dir):
-    page = page_for(**PHONE)  # the status sheet nobody asked for was closed (tests/helpers.py wait_chat_opened)
+    page = page_for(**PHONE)  # the status sheet nobody asked for was closed (tests/support/page.py wait_chat_opened)
     assert page.locator("#chat-input").is_visible()
     send(page, QUANTUM)
     wait_stats(page, 1)

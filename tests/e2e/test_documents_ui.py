@@ -22,17 +22,9 @@ from app.documents.extract import extract
 from app.documents.limits import MAX_DOCUMENT_CHARS, sniff
 from app.documents.prompt import render_turn
 from tests import sample_documents as samples
-from tests.helpers import (
-    ROOT,
-    LaunchedApp,
-    attach,
-    get,
-    open_sidebar,
-    prompt_tokens,
-    send,
-    wait_chat_opened,
-    wait_stats,
-)
+from tests.support.app_process import ROOT, LaunchedApp, get
+from tests.support.metrics import prompt_tokens
+from tests.support.page import attach, open_sidebar, send, wait_chat_opened, wait_stats
 
 pytestmark = pytest.mark.timeout(600)
 FLAGS = ("--max-tokens", "16", "--max-upload-files", "8", "--max-upload-mb", "2")

@@ -8,17 +8,10 @@ import time
 import pytest
 from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 
-from tests.helpers import (
-    STATS_EN,
-    generated_tokens,
-    get,
-    metric_value,
-    running_requests,
-    send,
-    set_max_answer_tokens,
-    socket_connect,
-    wait_stats,
-)
+from tests.support.app_process import get
+from tests.support.chat_socket import socket_connect
+from tests.support.metrics import generated_tokens, metric_value, running_requests
+from tests.support.page import STATS_EN, send, set_max_answer_tokens, wait_stats
 
 pytestmark = pytest.mark.timeout(300)
 

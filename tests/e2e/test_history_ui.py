@@ -10,16 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import (
-    STATS_EN,
-    LaunchedApp,
-    get,
-    open_sidebar,
-    running_app,
-    send,
-    status_panel_text,
-    wait_stats,
-)
+from tests.support.app_process import LaunchedApp, get, running_app
+from tests.support.page import STATS_EN, open_sidebar, send, status_panel_text, wait_stats
 
 pytestmark = pytest.mark.timeout(600)
 FAST = ("--max-tokens", "16")  # short answers: these tests are about what is kept, not about answers

@@ -16,7 +16,8 @@ import uuid
 import pytest
 
 from tests.attacker import attacker_site
-from tests.helpers import ROOT, STATS_EN, open_sidebar, running_app, send
+from tests.support.app_process import ROOT, running_app
+from tests.support.page import STATS_EN, open_sidebar, send
 
 pytestmark = pytest.mark.timeout(600)
 

@@ -8,7 +8,8 @@ import sys
 
 import pytest
 
-from tests.helpers import ROOT, running_app, sign_in
+from tests.support.app_process import ROOT, running_app
+from tests.support.page import sign_in
 
 pytestmark = pytest.mark.timeout(600)
 

@@ -10,7 +10,9 @@ import time
 
 import pytest
 
-from tests.helpers import attach, get, metric_value, running_app, wait_chat_opened, wait_stats
+from tests.support.app_process import get, running_app
+from tests.support.metrics import metric_value
+from tests.support.page import attach, wait_chat_opened, wait_stats
 
 pytestmark = pytest.mark.timeout(600)
 WORDS = ("harbour", "lantern", "copper", "meadow", "signal", "granite", "orchard", "ferry", "beacon", "willow",

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from tests.helpers import ROOT, free_port, get
+from tests.support.app_process import ROOT, free_port, get
 
 pytestmark = pytest.mark.timeout(300)
 

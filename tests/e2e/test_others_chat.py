@@ -9,7 +9,9 @@ import sqlite3
 
 import pytest
 
-from tests.helpers import STATS_EN, get, metric_value, running_app, send, sign_in, wait_chat_opened, wait_stats
+from tests.support.app_process import get, running_app
+from tests.support.metrics import metric_value
+from tests.support.page import STATS_EN, send, sign_in, wait_chat_opened, wait_stats
 
 pytestmark = pytest.mark.timeout(600)
 QUESTION = "what is the plan"

@@ -7,7 +7,9 @@ import pytest
 
 from tests import sample_documents as samples
 from tests.attacker import SOCKET_PROBE_JS, attacker_site
-from tests.helpers import CHROMIUM_ARGS, attach, get, metric_value
+from tests.support.app_process import get
+from tests.support.metrics import metric_value
+from tests.support.page import CHROMIUM_ARGS, attach
 
 pytestmark = pytest.mark.timeout(300)
 

@@ -3,7 +3,7 @@ tries; the second tap opened it). Chainlit's page moved to the chat's address on
 first mounted, and that move mounted the whole page again, the sidebar with it, closed (app/ui/chat_address.py)."""
 import re
 
-from tests.helpers import PHONE, send, wait_stats
+from tests.support.page import PHONE, send, wait_stats
 
 SIDEBAR_SHOWN = ("() => { const h = document.querySelector('[role=dialog] #thread-history');"
                  " return Boolean(h) && h.getBoundingClientRect().left >= 0; }")

@@ -3,7 +3,9 @@ composer's "Save preset" command, used from the command menu in a new chat (the 
 proves the prompt reached it), and still offered after a restart."""
 import sqlite3
 
-from tests.helpers import get, metric_value, running_app, send, wait_stats
+from tests.support.app_process import get, running_app
+from tests.support.metrics import metric_value
+from tests.support.page import send, wait_stats
 
 PIRATE = "You are a pirate captain. Answer every question in the voice of an old sea dog, with nautical words."
 

@@ -8,7 +8,9 @@ import uuid
 import httpx
 import pytest
 
-from tests.helpers import answer_over_socket, get, metric_value, running_app
+from tests.support.app_process import get, running_app
+from tests.support.chat_socket import answer_over_socket
+from tests.support.metrics import metric_value
 
 pytestmark = pytest.mark.timeout(300)
 SLOTS = 4

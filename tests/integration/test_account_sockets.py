@@ -16,7 +16,8 @@ import pytest
 import socketio
 
 from app.accounts import Accounts
-from tests.helpers import ROOT, finished_answer, running_app, socket_connect
+from tests.support.app_process import ROOT, running_app
+from tests.support.chat_socket import finished_answer, socket_connect
 
 pytestmark = pytest.mark.timeout(600)
 

@@ -16,7 +16,8 @@ from app.accounts import Accounts
 from app.history import HistoryStore, prepare_database
 from app.history.database import DatabaseLocation
 from app.history.presets import PresetStore
-from tests.helpers import ROOT, logged_in_user
+from tests.support.app_process import ROOT
+from tests.support.fakes import logged_in_user
 
 
 def launch(*args: str, stdin: str = "") -> subprocess.CompletedProcess:

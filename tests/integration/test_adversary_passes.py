@@ -25,19 +25,9 @@ import psutil
 import pytest
 
 from app.engine.orphan_guard import FILES_PREFIX
-from tests.helpers import (
-    ROOT,
-    LaunchedApp,
-    alive,
-    answer_over_socket,
-    engine_processes,
-    finished_answer,
-    get,
-    history_states_until,
-    running_app,
-    running_requests,
-    socket_connect,
-)
+from tests.support.app_process import ROOT, LaunchedApp, alive, engine_processes, get, history_states_until, running_app
+from tests.support.chat_socket import answer_over_socket, finished_answer, socket_connect
+from tests.support.metrics import running_requests
 
 pytestmark = pytest.mark.timeout(600)
 SHORT = ("--max-tokens", "16")  # answers of a few tokens: these tests are about what is kept

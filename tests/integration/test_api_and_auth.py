@@ -5,7 +5,8 @@ import urllib.request
 
 import pytest
 
-from tests.helpers import LaunchedApp, get, metric_value, running_app
+from tests.support.app_process import LaunchedApp, get, running_app
+from tests.support.metrics import metric_value
 
 pytestmark = pytest.mark.timeout(600)
 TOKEN = "test-token-1234567890"

@@ -14,7 +14,8 @@ import httpx
 import psutil
 import pytest
 
-from tests.helpers import running_app, send_and_wait
+from tests.support.app_process import running_app
+from tests.support.chat_socket import send_and_wait
 
 pytestmark = pytest.mark.timeout(900)
 MIB = 2**20

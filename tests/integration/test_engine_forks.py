@@ -15,7 +15,7 @@ import textwrap
 
 import pytest
 
-from tests.helpers import ROOT
+from tests.support.app_process import ROOT
 
 pytestmark = pytest.mark.timeout(300)
 

@@ -6,7 +6,7 @@ import urllib.request
 
 import pytest
 
-from tests.helpers import running_app
+from tests.support.app_process import running_app
 
 pytestmark = pytest.mark.timeout(600)
 TWO_TURNS = [{"role": "system", "content": "You are a concise assistant."},

@@ -18,7 +18,8 @@ import socketio
 
 from app.accounts import Accounts
 from app.i18n import t
-from tests.helpers import answer_over_socket, finished_answer, running_app, socket_connect  # noqa: F401
+from tests.support.app_process import running_app
+from tests.support.chat_socket import answer_over_socket, finished_answer, socket_connect  # noqa: F401
 
 pytestmark = pytest.mark.timeout(600)
 TOKEN = "shared-api-token-42"  # --auth-token: the Bearer key of /v1 and /metrics, no UI login once users exist

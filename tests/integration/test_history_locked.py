@@ -13,7 +13,8 @@ import uuid
 import httpx
 import pytest
 
-from tests.helpers import answer_over_socket, history_states_until, running_app
+from tests.support.app_process import history_states_until, running_app
+from tests.support.chat_socket import answer_over_socket
 
 pytestmark = pytest.mark.timeout(600)
 LOCK_SECONDS = 90  # the most the lock is held: the test releases it once the writes failed and were told

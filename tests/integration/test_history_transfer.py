@@ -21,7 +21,8 @@ from app.accounts import Accounts
 from app.history import HistoryStore, prepare_database
 from app.history.database import DatabaseLocation
 from app.history.presets import PresetStore
-from tests.helpers import ROOT, logged_in_user
+from tests.support.app_process import ROOT
+from tests.support.fakes import logged_in_user
 
 
 def location_in(folder) -> DatabaseLocation:
@@ -277,7 +278,7 @@ def test_a_database_from_a_newer_version_stops_the_app_with_one_line(tiny_model_
     import sqlite3
 
     from app.history.schema import SCHEMA_VERSION
-    from tests.helpers import free_port
+    from tests.support.app_process import free_port
 
     asyncio.run(prepare_database(location_in(tmp_path)))
     with sqlite3.connect(tmp_path / "chats.db") as conn:
@@ -300,7 +301,7 @@ def test_a_database_from_a_newer_version_stops_the_app_with_one_line(tiny_model_
 async def ask_in_resumed_chat(app, client, thread_id: str, text: str, events: list) -> str:
     """Open the chat as the page does from the sidebar, wait until it is resumed (the page takes no input
     before), then ask; the finished answer, with its stats line."""
-    from tests.helpers import finished_answer, socket_connect
+    from tests.support.chat_socket import finished_answer, socket_connect
 
     sio = await socket_connect(app, client, thread_id, events)
     try:
@@ -347,7 +348,7 @@ def test_import_user_puts_another_apps_chat_in_that_users_sidebar(tiny_model_dir
     import httpx
 
     from app.accounts import Accounts
-    from tests.helpers import LaunchedApp
+    from tests.support.app_process import LaunchedApp
 
     data = tmp_path / "data"
     secrets = {"alice": "alices-own-secret", "bob": "bobs-own-secret"}
@@ -389,7 +390,8 @@ def test_a_chat_imported_from_chatgpt_resumes_with_its_turns_in_the_engine_promp
     from transformers import AutoTokenizer
 
     from app.conversation import ChatTemplate
-    from tests.helpers import get, metric_value, running_app
+    from tests.support.app_process import get, running_app
+    from tests.support.metrics import metric_value
 
     turns = KEEPER
     export = chatgpt_file(tmp_path)
@@ -422,7 +424,7 @@ def test_an_imported_chats_metadata_brings_only_its_settings_and_the_chat_answer
 
     import httpx
 
-    from tests.helpers import running_app
+    from tests.support.app_process import running_app
 
     hostile = {"answer_tasks": [1, 2, 3], "is_shared": True, "shared_at": "2026-12-01", "history_warned": True,
                "regenerate_action": {"name": "regenerate"}, "env": {"KEY": "x"},

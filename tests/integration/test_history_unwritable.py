@@ -13,7 +13,9 @@ import pytest
 
 from app.history import prepare_database
 from app.history.database import DatabaseLocation
-from tests.helpers import answer_over_socket, get, metric_value, running_app
+from tests.support.app_process import get, running_app
+from tests.support.chat_socket import answer_over_socket
+from tests.support.metrics import metric_value
 
 pytestmark = pytest.mark.timeout(600)
 

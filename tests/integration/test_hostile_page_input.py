@@ -14,7 +14,8 @@ import httpx
 import pytest
 
 from app.accounts import Accounts
-from tests.helpers import finished_answer, running_app, send_and_wait, socket_connect
+from tests.support.app_process import running_app
+from tests.support.chat_socket import finished_answer, send_and_wait, socket_connect
 
 pytestmark = pytest.mark.timeout(600)
 SECRETS = {"alice": "alices-own-secret", "bob": "bobs-own-secret"}

@@ -9,7 +9,9 @@ import sys
 import psutil
 import pytest
 
-from tests.helpers import CHROMIUM_ARGS, ROOT, LaunchedApp, free_port, get, metric_value, status_panel_text
+from tests.support.app_process import ROOT, LaunchedApp, free_port, get
+from tests.support.metrics import metric_value
+from tests.support.page import CHROMIUM_ARGS, status_panel_text
 
 pytestmark = pytest.mark.timeout(600)
 

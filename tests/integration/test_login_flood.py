@@ -11,7 +11,8 @@ import httpx
 import pytest
 
 from app.accounts import Accounts
-from tests.helpers import answer_over_socket, running_app
+from tests.support.app_process import running_app
+from tests.support.chat_socket import answer_over_socket
 
 pytestmark = pytest.mark.timeout(600)
 SECRET = "alices-own-secret"

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 from tests.fake_hub import FakeHub
-from tests.helpers import ROOT
+from tests.support.app_process import ROOT
 
 REPO = "baidu/ERNIE-4.5-0.3B-PT"
 RESOLVE = """
@@ -75,7 +75,7 @@ def test_unknown_repo_on_the_hub_is_one_clear_line(tiny_model_dir, tmp_path):
 
 def test_with_a_remote_engine_only_the_tokenizer_is_downloaded(tiny_model_dir, tmp_path):
     """--remote-url: the weights live on the server; this machine fetches the tokenizer and template only."""
-    from tests.helpers import LaunchedApp
+    from tests.support.app_process import LaunchedApp
 
     env = {"HF_HOME": str(tmp_path / "hf-home"), "HF_HUB_ETAG_TIMEOUT": "2", "HF_HUB_DOWNLOAD_TIMEOUT": "5"}
     with FakeHub(REPO, tiny_model_dir) as hub:

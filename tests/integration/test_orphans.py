@@ -11,7 +11,8 @@ import psutil
 import pytest
 
 from app.engine.orphan_guard import FILES_PREFIX
-from tests.helpers import LaunchedApp, alive, engine_processes, get, metric_value
+from tests.support.app_process import LaunchedApp, alive, engine_processes, get
+from tests.support.metrics import metric_value
 
 pytestmark = pytest.mark.timeout(300)
 

@@ -5,7 +5,7 @@ import urllib.request
 
 import pytest
 
-from tests.helpers import running_app
+from tests.support.app_process import running_app
 
 pytestmark = pytest.mark.timeout(600)
 POEM = "Write a short poem about the sea."

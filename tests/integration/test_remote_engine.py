@@ -16,7 +16,8 @@ import urllib.request
 
 import pytest
 
-from tests.helpers import LaunchedApp, free_port, get, metric_value, running_app
+from tests.support.app_process import LaunchedApp, free_port, get, running_app
+from tests.support.metrics import metric_value
 
 pytestmark = pytest.mark.timeout(900)
 KEY = "remote-key-42"

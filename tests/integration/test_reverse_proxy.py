@@ -8,7 +8,8 @@ import urllib.request
 
 import pytest
 
-from tests.helpers import CHROMIUM_ARGS, ROOT, LaunchedApp, attach, free_port
+from tests.support.app_process import ROOT, LaunchedApp, free_port
+from tests.support.page import CHROMIUM_ARGS, attach
 
 pytestmark = [pytest.mark.timeout(600)]
 

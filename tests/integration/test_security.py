@@ -14,7 +14,8 @@ import psutil
 import pytest
 
 from tests.attacker import SOCKET_PROBE_JS, attacker_site
-from tests.helpers import CHROMIUM_ARGS, ROOT, get, running_app
+from tests.support.app_process import ROOT, get, running_app
+from tests.support.page import CHROMIUM_ARGS
 
 pytestmark = pytest.mark.timeout(600)
 TOKEN = "security-test-token-0123456789"

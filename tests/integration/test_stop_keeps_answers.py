@@ -14,7 +14,9 @@ import httpx
 import pytest
 
 from app.i18n import t
-from tests.helpers import LaunchedApp, running_requests, socket_connect
+from tests.support.app_process import LaunchedApp
+from tests.support.chat_socket import socket_connect
+from tests.support.metrics import running_requests
 
 pytestmark = pytest.mark.timeout(300)
 STREAMING = 12  # with 4 every answer was kept whole on f9ee3fd; with 12 some were cut short

@@ -2,7 +2,7 @@
 fails the start in one line.
 
 Slow: the tiny model is built with torch and its tokenizer loads through transformers (seconds of imports);
-the engine itself is the stand-in of the unit tests (tests/unit/test_engine_start.py)."""
+the engine itself is the stand-in of the unit tests (tests/unit/engine/test_starting.py)."""
 from __future__ import annotations
 
 import asyncio
@@ -12,7 +12,7 @@ from app.engine.host import EngineHost, EngineHostOptions
 from app.engine.status import EngineState
 from app.planning.engine_plan import EnginePlan
 from app.telemetry import AppMetrics
-from tests.helpers import FakeEngine, start_until_settled
+from tests.support.fakes import FakeEngine, start_until_settled
 
 PLAN = EnginePlan(profile="auto", device="cuda", gpu=None, reasons={}, max_concurrent=12,
                   engine_args={"kv_cache_memory_bytes": 2 * 2**30, "max_model_len": 32768, "max_num_seqs": 12})

@@ -9,7 +9,8 @@ import httpx
 import pytest
 
 from app.engine.orphan_guard import FILES_PREFIX
-from tests.helpers import running_app, socket_connect
+from tests.support.app_process import running_app
+from tests.support.chat_socket import socket_connect
 
 pytestmark = pytest.mark.timeout(300)
 KIB = 1024

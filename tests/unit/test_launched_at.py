@@ -3,7 +3,7 @@ import subprocess
 import sys
 import time
 
-from tests.helpers import ROOT
+from tests.support.app_process import ROOT
 
 
 def test_launched_at_is_when_the_process_started():

@@ -2,14 +2,14 @@
 import subprocess
 import sys
 
-from tests.helpers import ROOT
+from tests.support.app_process import ROOT
 
 
 def test_unit_tests_and_the_app_import_no_vllm_or_torch():
     code = """
 import importlib, pathlib, sys
-for path in sorted(pathlib.Path('tests/unit').glob('test_*.py')):
-    importlib.import_module('tests.unit.' + path.stem)
+for path in sorted(pathlib.Path('tests/unit').rglob('test_*.py')):
+    importlib.import_module('.'.join(path.with_suffix('').parts))
 for name in ('app.launcher', 'app.serve', 'app.server', 'app.ui.chat', 'app.api', 'app.engine.host',
              'app.engine.remote', 'app.runtime', 'app.conversation', 'app.model_source'):
     importlib.import_module(name)

@@ -14,7 +14,7 @@ import pytest
 from app.history import HistoryStore, locate, prepare_database
 from app.history.database import DB_FILE_NAME
 from app.settings import HistorySettings
-from tests.helpers import logged_in_user
+from tests.support.fakes import logged_in_user
 
 
 def mode(path: Path) -> int:

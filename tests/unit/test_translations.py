@@ -16,7 +16,7 @@ from app.i18n import STRINGS, Phrase, t, worded
 from app.planning.engine_plan import EnginePlan
 from app.telemetry import AppMetrics
 from app.ui.status_panel import status_markdown
-from tests.helpers import FakeEngine, start_until_settled
+from tests.support.fakes import FakeEngine, start_until_settled
 
 APP = Path(__file__).resolve().parents[2] / "app"
 # t(language, "key", ...) and Phrase("key", ...) anywhere in app/

@@ -13,7 +13,7 @@ from app.errors import HistoryDatabaseError
 from app.history import prepare_database
 from app.history.database import DatabaseLocation, sqlite_damage
 from app.history.transfer import run_transfer
-from tests.unit.test_history_data_layer import message, run_with_store, start_chat
+from tests.support.history_store import message, run_with_store, start_chat
 
 
 @pytest.fixture

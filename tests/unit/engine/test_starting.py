@@ -15,7 +15,7 @@ from app.engine.status import EngineState, Speed
 from app.planning.engine_plan import EnginePlan
 from app.planning.profiles import with_smaller_kv
 from app.telemetry import AppMetrics, LogTail
-from tests.helpers import FakeEngine, start_until_settled
+from tests.support.fakes import FakeEngine, start_until_settled
 
 GIB = 2**30
 PLAN = EnginePlan(profile="auto", device="cuda", gpu=None, reasons={}, max_concurrent=12,

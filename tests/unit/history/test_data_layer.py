@@ -5,7 +5,6 @@ import asyncio
 import contextlib
 import sqlite3
 import time
-import uuid
 
 import pytest
 from chainlit.context import init_http_context
@@ -18,8 +17,9 @@ from app.history import HistoryStore, prepare_database
 from app.history.data_layer import STORE_BEFORE_ANSWER_TIMEOUT_S
 from app.history.database import DatabaseLocation
 from app.history.schema import SCHEMA_VERSION, elements, meta, steps, threads
-from tests.helpers import logged_in_user
 from tests.postgres import create_database, postgres_server
+from tests.support.fakes import logged_in_user
+from tests.support.history_store import message, run_with_store, start_chat
 
 
 @pytest.fixture(scope="module")
@@ -35,36 +35,6 @@ def location(request, tmp_path) -> DatabaseLocation:
         return DatabaseLocation(f"sqlite+aiosqlite:///{path}", path)
     base = request.getfixturevalue("postgres_url")
     return DatabaseLocation(asyncio.run(create_database(base)))
-
-
-def run_with_store(location: DatabaseLocation, body):
-    """Prepare the database, open a store, run ``body(store)`` in one event loop, close the store."""
-    async def main():
-        await prepare_database(location)
-        store = HistoryStore.open(location)
-        try:
-            return await body(store)
-        finally:
-            await store.close()
-
-    return asyncio.run(main())
-
-
-def message(thread_id: str, text: str, kind: str = "user_message", created: str = "2026-12-03T10:00:00.000Z"):
-    return {"id": str(uuid.uuid4()), "threadId": thread_id, "type": kind, "name": "User" if kind == "user_message"
-            else "Assistant", "output": text, "input": "", "createdAt": created, "metadata": {"k": [1, 2]},
-            "tags": ["a", "b"], "modes": {"model": "ernie"}, "streaming": False}
-
-
-async def start_chat(store: HistoryStore, identifier: str, first: str) -> tuple[str, str]:
-    """A chat as Chainlit makes one: the user, the first message, then the chat's name and owner."""
-    layer = store.layer
-    user = await logged_in_user(layer, identifier)
-    thread_id = str(uuid.uuid4())
-    await layer.create_step(message(thread_id, first))
-    await layer.update_thread(thread_id, name=first, user_id=user.id, metadata={"chat_settings": {"top_p": 0.5}})
-    await layer.writer.drain()  # the writes are queued, not awaited: landed, for tests that read the tables
-    return user.id, thread_id
 
 
 def test_schema_version_is_recorded_and_a_second_start_keeps_the_data(location):

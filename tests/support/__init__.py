@@ -1,0 +1,1 @@
+"""What tests and benchmarks share: the launched app, the page, the chat socket, the metrics, fakes."""
