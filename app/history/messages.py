@@ -1,6 +1,6 @@
-"""What is stored for a chat message: the one contract that the chat writes (app/ui/chat.py), the importers make
-(app/history/importers.py), the export reads (app/history/export.py), the data layer serves back (data_layer.py)
-and the page's own messages are held to (app/guards/page_input.py).
+"""What is stored for a chat message: the one contract that the chat writes (app/ui/streamed_answer.py and
+app/ui/chat_messages.py), the importers make (app/history/importers.py), the export reads (app/history/export.py),
+the data layer serves back (data_layer.py) and the page's own messages are held to (app/guards/page_input.py).
 
 A message is a Chainlit step. Its ``type`` says whose it is (the page sends every message as the user's); its
 ``metadata`` what it is to the app, set by the server only: ``kind`` (an answer, which goes back into prompts, or
