@@ -30,7 +30,7 @@ from fastapi import HTTPException
 from sqlalchemy import and_, delete, exists, func, or_, select
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from app.history.messages import ASSISTANT_AUTHOR, CHAT_NAME_CHARS, USER_AUTHOR, USER_MESSAGE
+from app.history.messages import ASSISTANT_AUTHOR, CHAT_NAME_CHARS, USER_AUTHOR, USER_MESSAGE, versions_search_text
 from app.history.schema import elements, feedbacks, steps, threads, users
 from app.history.writer import HistoryWriter
 from app.i18n import t
@@ -122,11 +122,12 @@ def step_values(step: dict[str, Any], thread_id: str) -> dict[str, Any]:
 
 
 def _search_text(step: dict[str, Any]) -> str:
-    """A message's words for search, lower-cased here (Python folds every script; SQLite's lower() only
-    ASCII), so that the search is a plain substring test."""
+    """A message's words for search, every version of an answer's among them, lower-cased here (Python folds
+    every script; SQLite's lower() only ASCII), so that the search is a plain substring test."""
     if "message" not in str(step.get("type", "")):
         return ""
-    return "\n".join(str(step.get(key) or "") for key in ("output", "input")).strip().lower()
+    texts = [str(step.get(key) or "") for key in ("output", "input")] + [versions_search_text(step.get("metadata"))]
+    return "\n".join(texts).strip().lower()
 
 
 async def _empty_the_wal(conn: AsyncConnection) -> None:

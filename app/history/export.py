@@ -15,7 +15,7 @@ from sqlalchemy import select
 from app.documents.prompt import documents_of
 from app.history.data_layer import HistoryDataLayer
 from app.history.importers import EXPORT_FORMAT, PRESETS_FORMAT
-from app.history.messages import ROLE_OF_TYPE, answer_text, is_notice
+from app.history.messages import ROLE_OF_TYPE, answer_text, is_notice, versions_of
 from app.history.presets import PresetStore
 from app.history.schema import steps, threads
 from app.private_files import make_private_folder, write_private
@@ -34,6 +34,9 @@ def chat_messages(thread: dict) -> list[dict[str, Any]]:
         if role == "assistant":  # the footer (the stats, the length line) is part of the page, not the answer
             text = answer_text(text, step.get("metadata"))
         message = {"role": role, "content": text, "created_at": step.get("createdAt")}
+        others = len(versions_of(step.get("output"), step.get("metadata"))) - 1 if role == "assistant" else 0
+        if others:  # the shown version is the content; the others are in its step's metadata (what import reads)
+            message["other_versions"] = others
         documents = documents_of(step.get("metadata"))
         if role == "user" and documents:
             # Names and sizes here; each document's text is in its step's metadata (the "steps" that import reads).
@@ -62,6 +65,8 @@ def to_markdown(thread: dict) -> str:
         lines += [f"- attached: {d['name']} ({d['kind']}, {d['characters']:,} characters)"
                   for d in m.get("documents", [])] + ([""] if m.get("documents") else [])
         lines += [m["content"], ""]
+        if m.get("other_versions"):
+            lines += [f"_({m['other_versions']} other version(s) of this answer are kept in the JSON export.)_", ""]
     return "\n".join(lines)
 
 

@@ -7,6 +7,14 @@ A message is a Chainlit step. Its ``type`` says whose it is (the page sends ever
 a notice, which never does), ``footer`` (the lines the app put under an answer: the stats, "stopped", the length
 limit; part of the page, never of a prompt or an export), ``partial`` (saved while it was being written: a resumed
 chat says "interrupted" under it) and ``finish`` (``length``: it stopped at its length limit, Continue writes on).
+
+An answer regenerated keeps its earlier texts in its own message: ``versions`` lists every version, the shown one
+included, each ``{"text", "footer", "finish"?}`` (the text as shown without its footer; the shown one's text and
+footer are the message's output), and ``shown`` is the index of the one shown. An answer never regenerated has
+neither key (it is its one version). While a version is being written, ``shown`` is the place it will take
+(``len(versions)`` for a new one) and the message is ``partial``; ``with_version`` puts it in its place when it
+ends. A message's versions go wherever the message goes: the chat's prompt (the shown one only), search (every
+one), export and import, and deletion with the chat.
 """
 from __future__ import annotations
 
@@ -22,6 +30,11 @@ KIND_ANSWER, KIND_NOTICE = "answer", "notice"  # only answers go back into promp
 FOOTER = "footer"
 PARTIAL = "partial"  # in an answer's metadata while it is being written
 FINISH, LENGTH = "finish", "length"  # an answer that stopped at its length limit (max_tokens)
+
+VERSIONS, SHOWN = "versions", "shown"  # an answer's versions (Regenerate keeps the earlier ones) and the one shown
+# Versions one answer keeps: each is a whole answer stored in the message's row, searched and sent with the chat;
+# ten is more than anyone compares, and keeps a message (and the page's copy of it) within ten answers' size.
+MAX_VERSIONS = 10
 
 # Authors: a notice is the app's line (never the model's), shown as "system"; an answer the app did not write
 # itself (imported, or unreadable in the database) is the assistant's, a question whose author is unknown the user's.
@@ -42,3 +55,66 @@ def answer_text(shown: Optional[str], metadata: Optional[dict[str, Any]]) -> str
 def is_notice(step: dict[str, Any]) -> bool:
     """A line of the app's in the chat (its author "system"), not a message of the user's or the model's."""
     return step.get("type") == SYSTEM_MESSAGE or step.get("name") == NOTICE_AUTHOR
+
+
+def version_of(shown: Optional[str], metadata: Optional[dict[str, Any]]) -> dict[str, Any]:
+    """The answer a message shows as one version: its text without the footer, the footer, why it ended."""
+    meta = metadata if isinstance(metadata, dict) else {}
+    footer = meta.get(FOOTER)
+    version: dict[str, Any] = {"text": answer_text(shown, meta), "footer": footer if isinstance(footer, str) else ""}
+    if meta.get(FINISH) == LENGTH:
+        version[FINISH] = LENGTH
+    return version
+
+
+def _is_version(item: Any) -> bool:
+    return isinstance(item, dict) and isinstance(item.get("text"), str) and isinstance(item.get("footer"), str)
+
+
+def stored_versions(metadata: Optional[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The versions kept in ``metadata``, as stored ([] when none); an imported file's may be anything: a list
+    with anything but versions in it, or longer than MAX_VERSIONS, counts as none."""
+    versions = metadata.get(VERSIONS) if isinstance(metadata, dict) else None
+    if not isinstance(versions, list) or len(versions) > MAX_VERSIONS or not all(map(_is_version, versions)):
+        return []
+    return versions
+
+
+def shown_index(metadata: Optional[dict[str, Any]]) -> int:
+    """The place of the version shown (or being written) among the stored ones: ``len(versions)`` when there are
+    none, or when ``shown`` is not a whole number from 0 to ``len(versions)``."""
+    versions = stored_versions(metadata)
+    shown = metadata.get(SHOWN) if isinstance(metadata, dict) else None
+    if isinstance(shown, int) and not isinstance(shown, bool) and 0 <= shown <= len(versions):
+        return shown
+    return len(versions)
+
+
+def versions_of(shown: Optional[str], metadata: Optional[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Every version of a finished answer, the shown one included: stored ones with a valid ``shown`` among them,
+    else the answer shown as its one version."""
+    versions = stored_versions(metadata)
+    return versions if shown_index(metadata) < len(versions) else [version_of(shown, metadata)]
+
+
+def with_version(metadata: dict[str, Any], shown: str, versions: list[dict[str, Any]], place: int) -> dict[str, Any]:
+    """An answer's ``metadata`` with the answer it shows put at ``place`` among ``versions`` (past the end: added
+    as the newest), and shown; one version alone needs no keys."""
+    kept = [*versions[:place], version_of(shown, metadata), *versions[place + 1:]]
+    plain = {key: value for key, value in metadata.items() if key not in (VERSIONS, SHOWN)}
+    return plain if len(kept) < 2 else {**plain, VERSIONS: kept, SHOWN: min(place, len(kept) - 1)}
+
+
+def showing(metadata: dict[str, Any], versions: list[dict[str, Any]], index: int) -> tuple[str, dict[str, Any]]:
+    """The output and metadata of an answer whose version ``index`` (in range) is shown."""
+    version = versions[index]
+    meta = {key: value for key, value in metadata.items() if key not in (FOOTER, FINISH, PARTIAL)}
+    meta.update({FOOTER: version["footer"], VERSIONS: versions, SHOWN: index})
+    if version.get(FINISH) == LENGTH:
+        meta[FINISH] = LENGTH
+    return version["text"] + version["footer"], meta
+
+
+def versions_search_text(metadata: Optional[dict[str, Any]]) -> str:
+    """The words of an answer's versions (the shown one is the output already)."""
+    return "\n".join(version["text"] for version in stored_versions(metadata))
