@@ -26,6 +26,11 @@ STRINGS: dict[str, dict[str, str]] = {
         "status_title": "Status",
         "regenerate": "Regenerate",
         "continue": "Continue",
+        "version_previous": "Previous version",
+        "version_next": "Next version",
+        "version_place": "Version {shown}/{count}",
+        "versions_full": "This answer already keeps {limit} versions, the most one answer keeps: nothing was "
+                         "regenerated, and every version is still here (◀ ▶). Ask again in a new message instead.",
         "length_limit": "The answer reached its length limit ({tokens} tokens): Continue writes more of it (Settings "
                         "-> Max answer tokens sets the limit).",
         "history_failing": "This chat is not saved yet: the chat database refuses writes ({detail}). They are "
@@ -163,6 +168,11 @@ STRINGS: dict[str, dict[str, str]] = {
         "status_title": "状态",
         "regenerate": "重新生成",
         "continue": "继续",
+        "version_previous": "上一个版本",
+        "version_next": "下一个版本",
+        "version_place": "版本 {shown}/{count}",
+        "versions_full": "这个回答已保存 {limit} 个版本，已达上限：本次未重新生成，所有版本都仍在（◀ ▶）。"
+                         "如需再问，请发送一条新消息。",
         "length_limit": "回答已达到长度上限（{tokens} 个 token）：点击“继续”接着写（在设置 -> 最大生成长度 "
                         "中调整上限）。",
         "history_failing": "本对话尚未保存：聊天数据库拒绝写入（{detail}）。写入会按顺序保留并重试，直到成功；"

@@ -25,7 +25,7 @@ from app.documents.prompt import documents_of, render_turn
 from app.engine.protocol import Sampling
 from app.engine.status import EngineState
 from app.errors import PromptTooLongError
-from app.history.messages import FINISH, LENGTH
+from app.history.messages import FINISH, KIND, KIND_ANSWER, LENGTH, MAX_VERSIONS, PARTIAL, versions_of
 from app.i18n import t
 from app.runtime import Runtime
 from app.ui.chat_messages import answer_text, language, notice, shown_turns
@@ -48,9 +48,11 @@ class Prompt(NamedTuple):
     sampling: Sampling
 
 
-async def answer(rt: Runtime, message: cl.Message, continuing: Optional[cl.Message] = None) -> None:
+async def answer(rt: Runtime, message: cl.Message, continuing: Optional[cl.Message] = None,
+                 regenerating: Optional[cl.Message] = None) -> None:
     """Answer one user message (new, edited or regenerated) from the chat shown above it; with ``continuing``,
-    write on where that answer to it stopped at its length limit (the prompt ends with the answer so far)."""
+    write on where that answer to it stopped at its length limit (the prompt ends with the answer so far); with
+    ``regenerating``, write a new version of that answer to it into its message."""
     page_language = language()
     rt.metrics.messages.inc()
     question = await _checked_question(rt, message, continuing, page_language)
@@ -62,7 +64,7 @@ async def answer(rt: Runtime, message: cl.Message, continuing: Optional[cl.Messa
         return
     prompt = await _prompt(rt, message, question, continuing, page_language)
     if prompt is not None:
-        await StreamedAnswer(rt, page_language, prompt.token_ids, prompt.sampling, continuing).write()
+        await StreamedAnswer(rt, page_language, prompt.token_ids, prompt.sampling, continuing, regenerating).write()
 
 
 async def _checked_question(rt: Runtime, message: cl.Message, continuing: Optional[cl.Message],
@@ -146,7 +148,9 @@ async def _say_what_was_fitted(rt: Runtime, fitted: FittedPrompt, documents_drop
 
 
 async def regenerate(rt: Runtime, action: cl.Action) -> None:
-    """Answer the last question again: the old answer (and notices after it) leave the chat and the prompt."""
+    """Answer the last question again, into the same message: the old answer is kept as a version of it (up to
+    MAX_VERSIONS), the notices after the question leave the chat, and the prompt is the chat above the question.
+    A message that is not an answer (a notice) leaves the chat and a new answer is written."""
     shown = cl.chat_context.get()
     index = next((i for i, m in enumerate(shown) if m.id == action.forId), None)
     if index is None:
@@ -154,10 +158,21 @@ async def regenerate(rt: Runtime, action: cl.Action) -> None:
     question = next((m for m in reversed(shown[:index]) if m.type == "user_message"), None)
     if question is None:
         return
+    reply: Optional[cl.Message] = shown[index]
+    metadata = shown[index].metadata or {}
+    if metadata.get(KIND) != KIND_ANSWER:
+        reply = None
+    elif metadata.get(PARTIAL):  # still being written: its buttons are off the page, this came from elsewhere
+        return
+    elif len(versions_of(shown[index].content, metadata)) >= MAX_VERSIONS:
+        await notice(t(language(), "versions_full", limit=MAX_VERSIONS))  # nothing is lost, nothing is written
+        return
     for later in shown[shown.index(question) + 1:]:
-        await later.remove()
-    ANSWER_ACTIONS.set([])
-    await answer(rt, question)
+        if later is not reply:
+            await later.remove()
+    if reply is None:
+        ANSWER_ACTIONS.set([])
+    await answer(rt, question, regenerating=reply)
 
 
 async def continue_answer(rt: Runtime, action: cl.Action) -> None:

@@ -1,5 +1,6 @@
-"""The buttons under the newest answer: Regenerate, and Continue when it stopped at its length limit. Only the
-newest answer has them (an older one has later turns built on it); what they do is app/ui/answer.py's."""
+"""The buttons under the newest answer: Regenerate, Continue when it stopped at its length limit, and its versions'
+arrows and place ("◀ Version 2/3 ▶") when Regenerate kept earlier ones. Only the newest answer has them (an older
+one has later turns built on it: the version shown is the one they built on); what they do is app/ui/answer.py's."""
 from __future__ import annotations
 
 import logging
@@ -7,21 +8,40 @@ from typing import Any, Optional
 
 import chainlit as cl
 
-from app.history.messages import FINISH, KIND, KIND_ANSWER, LENGTH
+from app.history.messages import FINISH, KIND, KIND_ANSWER, LENGTH, shown_index, stored_versions
 from app.i18n import t
 from app.ui.session_keys import ANSWER_ACTIONS
 
 log = logging.getLogger("ernie_chat.chat")
 REGENERATE = "regenerate"
 CONTINUE = "continue"
+# The versions' buttons: the arrows carry the index they show ({"index": n}); the place does nothing.
+VERSION_PREVIOUS, VERSION_PLACE, VERSION_NEXT = "version_previous", "version_place", "version_next"
 
 
 def answer_actions(metadata: Optional[dict[str, Any]], language: str) -> list[cl.Action]:
-    """The buttons for an answer with ``metadata``: Regenerate, and Continue when it stopped at its length limit."""
+    """The buttons for an answer with ``metadata``: Regenerate, Continue when it stopped at its length limit, and
+    its versions' arrows and place when it keeps more than one."""
     names = [REGENERATE] + ([CONTINUE] if (metadata or {}).get(FINISH) == LENGTH else [])
     icons = {REGENERATE: "refresh-cw", CONTINUE: "arrow-right"}
     return [cl.Action(name=name, payload={}, label=t(language, name), icon=icons[name], tooltip=t(language, name))
-            for name in names]
+            for name in names] + version_actions(metadata, language)
+
+
+def version_actions(metadata: Optional[dict[str, Any]], language: str) -> list[cl.Action]:
+    """"◀ Version 2/3 ▶" for an answer that keeps versions: an arrow only where there is a version to go to."""
+    versions, shown = stored_versions(metadata), shown_index(metadata)
+    if len(versions) < 2 or shown >= len(versions):
+        return []
+    place = t(language, VERSION_PLACE, shown=shown + 1, count=len(versions))
+    actions = [cl.Action(name=VERSION_PLACE, payload={}, label=place, tooltip=place)]
+    if shown > 0:
+        actions.insert(0, cl.Action(name=VERSION_PREVIOUS, payload={"index": shown - 1}, label="◀",
+                                    tooltip=t(language, VERSION_PREVIOUS)))
+    if shown < len(versions) - 1:
+        actions.append(cl.Action(name=VERSION_NEXT, payload={"index": shown + 1}, label="▶",
+                                 tooltip=t(language, VERSION_NEXT)))
+    return actions
 
 
 async def take_off_answer_actions() -> None:
@@ -36,7 +56,7 @@ async def take_off_answer_actions() -> None:
 
 async def offer_actions(reply: cl.Message, language: str) -> None:
     """Put the buttons on this answer (sent with it), and take them off the previous one: only the newest answer
-    can be regenerated or continued (an older one has later turns built on it)."""
+    can be regenerated, continued or flipped (an older one has later turns built on it)."""
     await take_off_answer_actions()
     reply.actions = answer_actions(reply.metadata, language)
     ANSWER_ACTIONS.set(reply.actions)

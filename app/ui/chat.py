@@ -4,7 +4,8 @@
 the app through ``current_runtime()``. Who does what:
 
 - app/ui/answer.py: answering one message (checks, settings, the prompt from the chat the page shows), and the
-  Regenerate and Continue buttons' answers; app/ui/documents_step.py: attached files read and fitted;
+  Regenerate and Continue buttons' answers; app/ui/answer_versions.py: the arrows between an answer's versions;
+  app/ui/documents_step.py: attached files read and fitted;
   app/ui/streamed_answer.py: one answer streamed into the chat, and what the chat keeps of it however it ends.
 - app/ui/running_answers.py: this chat's answers as tasks (the per-chat limit; Stop reaches each one).
 - app/ui/settings_panel.py, app/ui/answer_actions.py, app/ui/chat_messages.py (notices, message kinds, the turns
@@ -33,7 +34,15 @@ from app.history.presets import PresetStore
 from app.i18n import STARTERS, t
 from app.runtime import Runtime, current_runtime
 from app.ui.answer import answer, continue_answer, regenerate
-from app.ui.answer_actions import CONTINUE, REGENERATE, offer_actions_on_resume
+from app.ui.answer_actions import (
+    CONTINUE,
+    REGENERATE,
+    VERSION_NEXT,
+    VERSION_PLACE,
+    VERSION_PREVIOUS,
+    offer_actions_on_resume,
+)
+from app.ui.answer_versions import show_version, version_place
 from app.ui.background import spawn
 from app.ui.chat_address import tell_page_the_chat_address
 from app.ui.chat_history import install_history, store_before_answer
@@ -71,6 +80,9 @@ def install() -> None:
     cl.on_window_message(on_window_message)
     cl.action_callback(REGENERATE)(answered_in_a_task(regenerate))
     cl.action_callback(CONTINUE)(answered_in_a_task(continue_answer))
+    for arrow in (VERSION_PREVIOUS, VERSION_NEXT):
+        cl.action_callback(arrow)(show_version)
+    cl.action_callback(VERSION_PLACE)(version_place)
     cl.on_stop(on_stop)
 
 

@@ -19,7 +19,21 @@ from app.conversation import stats_line_values
 from app.engine.protocol import Sampling
 from app.errors import EngineUnavailable, RequestRefused
 from app.history.data_layer import session_user_identifier
-from app.history.messages import FINISH, FOOTER, KIND, KIND_ANSWER, KIND_NOTICE, LENGTH, PARTIAL
+from app.history.messages import (
+    FINISH,
+    FOOTER,
+    KIND,
+    KIND_ANSWER,
+    KIND_NOTICE,
+    LENGTH,
+    PARTIAL,
+    SHOWN,
+    VERSIONS,
+    shown_index,
+    stored_versions,
+    versions_of,
+    with_version,
+)
 from app.i18n import t
 from app.runtime import Runtime
 from app.ui.answer_actions import offer_actions, take_off_answer_actions
@@ -77,15 +91,28 @@ class NestingWatch:
 
 class StreamedAnswer:
     """One answer written into the chat from the engine's deltas; with ``continuing``, that answer's message
-    grows (Continue: the prompt ends with the answer so far)."""
+    grows (Continue: the prompt ends with the answer so far) and its shown version with it; with ``regenerating``,
+    that answer's message is written anew, its earlier text kept as a version (app/history/messages.py)."""
 
     def __init__(self, rt: Runtime, language: str, token_ids: list[int], sampling: Sampling,
-                 continuing: Optional[cl.Message] = None) -> None:
+                 continuing: Optional[cl.Message] = None, regenerating: Optional[cl.Message] = None) -> None:
         self.rt, self.language, self.token_ids, self.sampling = rt, language, token_ids, sampling
         self.continuing = continuing
         # The app answers (its favicon is the avatar): Chainlit's default author, the page's name, holds the
         # model's name, which its avatar route may refuse (it takes ASCII letters, digits and " _.-" only).
-        self.reply = continuing or cl.Message(content="", author=APP_NAME, metadata={KIND: KIND_ANSWER})
+        self.reply = continuing or regenerating or cl.Message(content="", author=APP_NAME,
+                                                              metadata={KIND: KIND_ANSWER})
+        # The answer's other versions, and the place this one takes among them (past the end: a new version).
+        self.versions: list[dict[str, Any]] = []
+        self.place = 0
+        # A regenerated answer as it was: put back whole when the new one ends before its first word.
+        self.before: Optional[tuple[str, dict[str, Any]]] = None
+        if continuing is not None:
+            self.versions, self.place = stored_versions(continuing.metadata), shown_index(continuing.metadata)
+        elif regenerating is not None:
+            self.before = (regenerating.content or "", dict(regenerating.metadata or {}))
+            self.versions = versions_of(*self.before)
+            self.place = len(self.versions)
         self.parts: list[str] = []  # the answer so far
         self.pending: list[str] = []  # what the page has not been sent yet
         self.nesting = NestingWatch()
@@ -108,7 +135,7 @@ class StreamedAnswer:
 
     async def write(self) -> None:
         """Stream the answer into the chat; what it ends as is kept, however it ends."""
-        await self._take_up_continued()
+        await self._take_up_message()
         self.started = self.last_save = time.perf_counter()
         try:
             async for delta in self.rt.host.stream(self.token_ids, self.sampling, on_queued=self._on_queued,
@@ -129,15 +156,28 @@ class StreamedAnswer:
         finally:
             await self._end()
 
-    async def _take_up_continued(self) -> None:
-        """The same message grows: its buttons and footer (the length line, the stats) go while the rest comes."""
-        if self.continuing is None:
+    def _writing(self, metadata: dict[str, Any]) -> dict[str, Any]:
+        """An answer's metadata while this version is written: the other versions, and its place among them."""
+        return {**metadata, VERSIONS: self.versions, SHOWN: self.place} if self.versions else metadata
+
+    def _kept(self, metadata: dict[str, Any]) -> dict[str, Any]:
+        """An answer's metadata once this version ends: the version shown in its place among the others."""
+        return with_version(metadata, self.reply.content or "", self.versions, self.place)
+
+    async def _take_up_message(self) -> None:
+        """Continue: the same message grows, its buttons and footer (the length line, the stats) gone while the rest
+        comes. Regenerate: the same message is written anew (its text is kept as a version)."""
+        if self.continuing is None and self.before is None:
             return
         await take_off_answer_actions()
-        so_far = answer_text(self.continuing)
-        self.parts.append(so_far)
-        self.nesting.too_deep(so_far)  # the watch starts from the answer's last line
-        self.reply.content, self.reply.metadata, self.reply.actions = limit_nesting(so_far), {KIND: KIND_ANSWER}, []
+        so_far = answer_text(self.continuing) if self.continuing is not None else ""
+        if so_far:
+            self.parts.append(so_far)
+            self.nesting.too_deep(so_far)  # the watch starts from the answer's last line
+        self.reply.content, self.reply.actions = limit_nesting(so_far), []
+        # Written anew: marked partial from the start, so that a crash before the first save still settles the
+        # versions on resume (mark_interrupted) instead of leaving an empty answer.
+        self.reply.metadata = self._writing({KIND: KIND_ANSWER, **({PARTIAL: True} if self.before else {})})
         await self.reply.update()
 
     async def _on_queued(self, position: int) -> None:
@@ -208,6 +248,8 @@ class StreamedAnswer:
             await self._finish(reading_shown)
         elif self.parts:
             await self._keep_so_far()
+        elif self.before is not None:
+            await self._put_back()
         elif reading_shown:
             await self._replace_reading_line()
         await _warn_if_history_fails(self.rt, self.language)
@@ -223,10 +265,12 @@ class StreamedAnswer:
             lines += "\n\n`" + t(self.language, "length_limit", tokens=self.sampling.max_tokens) + "`"
             metadata[FINISH] = LENGTH
         self.reply.content, footer = with_footer(self.text, lines)
-        self.reply.metadata = {**metadata, FOOTER: footer}
+        self.reply.metadata = self._kept({**metadata, FOOTER: footer})
         await offer_actions(self.reply, self.language)
-        # stream_token sent the message with the first piece (or the reading line); an empty answer was never sent.
-        await (self.reply.update() if self.parts or reading_shown else self.reply.send())
+        # stream_token sent the message with the first piece (or the reading line); an empty answer was never sent
+        # (unless it is one being rewritten).
+        sent = self.parts or reading_shown or self.before is not None
+        await (self.reply.update() if sent else self.reply.send())
         if self.rt.gpu_memory:
             self.rt.gpu_memory.sample(generating=True)
 
@@ -235,9 +279,22 @@ class StreamedAnswer:
         under it (the footer is never part of a prompt)."""
         if self.outcome == STOPPED:
             self.reply.content, footer = with_footer(self.text, "\n\n" + stopped_line(self.language))
-            self.reply.metadata = {KIND: KIND_ANSWER, FOOTER: footer}
+            self.reply.metadata = self._kept({KIND: KIND_ANSWER, FOOTER: footer})
             _STOP_MARKED.set(True)
+        elif self.outcome != CUT:  # a cut answer stays marked partial (_keep_cut)
+            self.reply.metadata = self._kept({KIND: KIND_ANSWER})
         await self.reply.update()
+
+    async def _put_back(self) -> None:
+        """A regenerated answer that ended before its first word: the answer it was comes back whole, with its
+        buttons; a stop says so in a line of its own."""
+        assert self.before is not None
+        self.reply.content, self.reply.metadata = self.before
+        await offer_actions(self.reply, self.language)
+        await self.reply.update()
+        if self.outcome == STOPPED:
+            await notice(stopped_line(self.language))
+            _STOP_MARKED.set(True)
 
     async def _replace_reading_line(self) -> None:
         """Ended while the engine read the prompt: the reading line goes."""
@@ -258,7 +315,7 @@ class StreamedAnswer:
             self.saving.cancel()  # a 2-s save not begun yet would queue a shorter text after this one
         text = self.text
         self.reply.content = limit_nesting(text)
-        self.reply.metadata = {KIND: KIND_ANSWER, PARTIAL: True}  # the page's last update stores the mark too
+        self.reply.metadata = self._writing({KIND: KIND_ANSWER, PARTIAL: True})  # the page's last update stores it too
         await save_so_far(self.reply, text)  # queued on this call's first step (update_step queues before it waits)
 
 
@@ -299,6 +356,9 @@ async def mark_interrupted(thread: dict[str, Any], language: str) -> None:
         if not (step.get("metadata") or {}).get(PARTIAL):
             continue
         step["output"], footer = with_footer(step.get("output") or "", "\n\n`" + t(language, "interrupted") + "`")
-        step["metadata"] = {KIND: KIND_ANSWER, FOOTER: footer}  # the footer never goes into a prompt
+        metadata = step.get("metadata") or {}
+        # the footer never goes into a prompt; the version written when the app was killed takes its place
+        step["metadata"] = with_version({KIND: KIND_ANSWER, FOOTER: footer}, step["output"],
+                                        stored_versions(metadata), shown_index(metadata))
         step["streaming"] = False  # saved while it streamed: the page would draw it as still coming, no buttons
         await get_data_layer().update_step(step)

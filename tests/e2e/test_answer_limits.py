@@ -196,7 +196,9 @@ def test_a_reopened_chats_last_answer_can_be_regenerated(open_page, limits_app):
     old_answer = answers(page).first.get_attribute("id")
     before = prompt_tokens(limits_app)
     regenerate.click()
-    page.locator(f"#{old_answer}").wait_for(state="detached", timeout=60000)
+    # Written anew into the same message, the old answer kept as its first version (issue #32 item 1).
+    page.get_by_role("button", name="Version 2/2", exact=True).wait_for(timeout=120000)
+    assert answers(page).first.get_attribute("id") == old_answer
     again, _, _, _ = wait_stats(page, 1, timeout=120)
     # The same question answered again from the reopened chat: the same prompt, as the engine counted it.
     assert again == prompt and wait_engine_prompts(limits_app, before, int(prompt)) == int(prompt)

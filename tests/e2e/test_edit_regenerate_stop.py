@@ -56,7 +56,7 @@ def test_editing_a_message_drops_the_turns_after_it_from_the_prompt(page_for, se
     assert engine_prompt_tokens(served_app) - before == edited_prompt  # what the engine was sent
 
 
-def test_regenerate_replaces_the_last_answer_in_the_chat_and_the_prompt(page_for, served_app):
+def test_regenerate_writes_the_last_answer_anew_in_the_chat_and_the_prompt(page_for, served_app):
     page = page_for()
     send(page, "Tell me about rivers.")
     prompt = int(wait_stats(page, 1)[0])
@@ -67,14 +67,15 @@ def test_regenerate_replaces_the_last_answer_in_the_chat_and_the_prompt(page_for
     assert regenerate.count() == 1  # only the newest answer offers it
     old_answer = page.locator('[data-step-type="assistant_message"]').last.get_attribute("id")
     regenerate.click()
-    deadline = time.time() + 60
-    while time.time() < deadline and engine_prompt_tokens(served_app) == before:
-        time.sleep(0.2)
-    # The old answer leaves the page before the new one's stats line can be counted: read between the two, the
-    # page showed 1 of 2 stats lines once.
-    page.locator(f"#{old_answer}").wait_for(state="detached", timeout=60000)
+    # The new answer is written into the same message, the old one kept as its first version (issue #32 item 1):
+    # the place between its arrows comes when the new answer has ended.
+    page.get_by_role("button", name="Version 2/2", exact=True).wait_for(timeout=60000)
+    assert page.locator('[data-step-type="assistant_message"]').last.get_attribute("id") == old_answer
     again = int(wait_stats(page, 2)[0])
-    # The old second answer is gone from the page and was not part of the new prompt.
+    deadline = time.time() + 10
+    while engine_prompt_tokens(served_app) - before < second_prompt and time.time() < deadline:
+        time.sleep(0.1)
+    # The old second answer is not shown and was not part of the new prompt.
     assert again == second_prompt and engine_prompt_tokens(served_app) - before == second_prompt
     assert len(STATS_EN.findall(page.inner_text("body"))) == 2 and user_messages(page).count() == 2
     assert prompt < second_prompt

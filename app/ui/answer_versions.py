@@ -1,0 +1,59 @@
+"""Flipping between the versions Regenerate kept of the newest answer ("◀ Version 2/3 ▶"): the version shown
+replaces the message's text and footer, and is saved (Chainlit's update_step, our data layer), so the next question
+builds on it (the prompt is the chat the page shows, app/ui/chat_messages.py) and a resumed chat shows it.
+
+The page sends the arrow's action, and anything in it: only an index in range, for this chat's newest answer, with
+no answer being written, is acted on; anything else is ignored (the page of another chat, or a forged action, gets
+no error and changes nothing)."""
+from __future__ import annotations
+
+import logging
+from typing import Any, Optional
+
+import chainlit as cl
+
+from app.chainlit_internals import answer_tasks
+from app.history.messages import KIND, KIND_ANSWER, PARTIAL, USER_MESSAGE, showing, shown_index, stored_versions
+from app.ui.answer_actions import offer_actions
+from app.ui.chat_messages import language
+
+log = logging.getLogger("ernie_chat.chat")
+
+
+def newest_answer(shown: list[cl.Message]) -> Optional[cl.Message]:
+    """This chat's newest answer, when no question was asked after it (notices after it may be)."""
+    for message in reversed(shown):
+        if message.type == USER_MESSAGE:
+            return None
+        if (message.metadata or {}).get(KIND) == KIND_ANSWER:
+            return message
+    return None
+
+
+def asked_index(payload: Any, count: int) -> Optional[int]:
+    """The version an arrow's payload asks for, when it is a whole number below ``count``."""
+    index = payload.get("index") if isinstance(payload, dict) else None
+    if isinstance(index, int) and not isinstance(index, bool) and 0 <= index < count:
+        return index
+    return None
+
+
+async def show_version(action: cl.Action) -> None:
+    """An arrow under the newest answer: show the version it names, and save which one is shown."""
+    reply = newest_answer(cl.chat_context.get())
+    if reply is None or reply.id != action.forId or answer_tasks():
+        log.info("version flip ignored: not this chat's newest answer, or an answer is being written")
+        return
+    metadata: dict[str, Any] = dict(reply.metadata or {})
+    versions = stored_versions(metadata)
+    index = asked_index(action.payload, len(versions))
+    if index is None or metadata.get(PARTIAL) or shown_index(metadata) >= len(versions):
+        log.info("version flip ignored: no such version")
+        return
+    reply.content, reply.metadata = showing(metadata, versions, index)
+    await offer_actions(reply, language())
+    await reply.update()
+
+
+async def version_place(action: cl.Action) -> None:
+    """The place between the arrows ("Version 2/3") is a button too; pressing it does nothing."""

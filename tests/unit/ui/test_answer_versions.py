@@ -1,0 +1,92 @@
+"""The versions' buttons under the newest answer and the checks on what the page sends back with an arrow
+(app/ui/answer_actions.py, app/ui/answer_versions.py): anything but an index in range for this chat's newest
+answer is ignored."""
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+from app.history.messages import FOOTER, KIND, KIND_ANSWER, KIND_NOTICE, MAX_VERSIONS, SHOWN, VERSIONS
+from app.i18n import t
+from app.ui.answer_actions import VERSION_NEXT, VERSION_PLACE, VERSION_PREVIOUS, answer_actions
+from app.ui.answer_versions import asked_index, newest_answer
+
+VERSIONS_KEPT = [{"text": f"answer {n}", "footer": ""} for n in range(3)]
+
+
+def buttons(shown: int, language: str = "en-US") -> list[tuple[str, str, dict]]:
+    metadata = {KIND: KIND_ANSWER, FOOTER: "", VERSIONS: VERSIONS_KEPT, SHOWN: shown}
+    return [(a.name, a.label, a.payload) for a in answer_actions(metadata, language)]
+
+
+def test_the_arrows_go_only_where_there_is_a_version_and_the_place_is_in_the_pages_language():
+    assert buttons(2) == [("regenerate", "Regenerate", {}), (VERSION_PREVIOUS, "◀", {"index": 1}),
+                          (VERSION_PLACE, "Version 3/3", {})]
+    assert buttons(1)[1:] == [(VERSION_PREVIOUS, "◀", {"index": 0}), (VERSION_PLACE, "Version 2/3", {}),
+                              (VERSION_NEXT, "▶", {"index": 2})]
+    assert buttons(0, "zh-CN")[1:] == [(VERSION_PLACE, "版本 1/3", {}), (VERSION_NEXT, "▶", {"index": 1})]
+    assert [a.name for a in answer_actions({KIND: KIND_ANSWER}, "en-US")] == ["regenerate"]  # one version
+    being_written = {KIND: KIND_ANSWER, VERSIONS: VERSIONS_KEPT, SHOWN: 3}
+    assert [a.name for a in answer_actions(being_written, "en-US")] == ["regenerate"]
+
+
+def test_an_arrows_payload_counts_only_as_a_whole_index_in_range():
+    assert asked_index({"index": 2}, 3) == 2 and asked_index({"index": 0}, 3) == 0
+    for payload in ({"index": 3}, {"index": -1}, {"index": True}, {"index": "1"}, {"index": 1.0}, {}, None, [1]):
+        assert asked_index(payload, 3) is None
+
+
+def message(kind: str, metadata: dict | None = None):
+    return SimpleNamespace(type=kind, metadata=metadata)
+
+
+def test_only_the_newest_answer_with_no_question_after_it_flips():
+    question, answer = message("user_message"), message("assistant_message", {KIND: KIND_ANSWER})
+    notice = message("assistant_message", {KIND: KIND_NOTICE})
+    assert newest_answer([question, answer, notice]) is answer
+    assert newest_answer([question, answer, message("user_message")]) is None
+    assert newest_answer([question]) is None and newest_answer([]) is None
+
+
+class Shown(SimpleNamespace):
+    """A message the chat shows (cl.chat_context), recording its removal."""
+
+    async def remove(self) -> None:
+        self.removed = True
+
+
+def regenerated(monkeypatch, versions: int):
+    """Press Regenerate under an answer that keeps ``versions`` versions: what was said, answered and removed."""
+    import asyncio
+
+    import chainlit as cl
+
+    from app.ui import answer as answer_module
+
+    kept = [{"text": f"answer {n}", "footer": ""} for n in range(versions)]
+    question = Shown(id="q", type="user_message", metadata={}, content="question", removed=False)
+    reply = Shown(id="a", type="assistant_message", content="answer 0", removed=False,
+                  metadata={KIND: KIND_ANSWER, FOOTER: "", **({VERSIONS: kept, SHOWN: 0} if versions > 1 else {})})
+    line = Shown(id="n", type="assistant_message", metadata={KIND: KIND_NOTICE}, content="a notice", removed=False)
+    said, answered = [], []
+
+    async def notice(text):
+        said.append(text)
+
+    async def answer(rt, message, continuing=None, regenerating=None):
+        answered.append((message, regenerating))
+
+    monkeypatch.setattr(cl.chat_context, "get", lambda: [question, reply, line])
+    monkeypatch.setattr(answer_module, "notice", notice)
+    monkeypatch.setattr(answer_module, "answer", answer)
+    asyncio.run(answer_module.regenerate(None, SimpleNamespace(forId="a")))
+    return said, answered, (question.removed, reply.removed, line.removed)
+
+
+def test_regenerate_writes_into_the_same_answer_until_the_cap_then_says_so_and_changes_nothing(monkeypatch):
+    said, answered, removed = regenerated(monkeypatch, 1)
+    assert said == [] and [(q.id, r.id) for q, r in answered] == [("q", "a")] and removed == (False, False, True)
+    said, answered, removed = regenerated(monkeypatch, MAX_VERSIONS - 1)
+    assert said == [] and len(answered) == 1
+    said, answered, removed = regenerated(monkeypatch, MAX_VERSIONS)
+    assert said == [t("en-US", "versions_full", limit=MAX_VERSIONS)] and "10 versions" in said[0]
+    assert answered == [] and removed == (False, False, False)
