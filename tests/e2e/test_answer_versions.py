@@ -87,7 +87,8 @@ def hidden_word(hidden: str, *shown: str) -> str:
     return words[0]
 
 
-def test_regenerate_keeps_versions_flips_builds_on_the_shown_one_and_keeps_them(browser, real_model_dir, tmp_path):
+def test_regenerate_keeps_versions_flips_builds_on_the_shown_one_and_keeps_them(browser, real_model_dir, tmp_path,
+                                                                               shots_dir):
     data = tmp_path / "data"
     for folder in ("data", "first", "second"):
         (tmp_path / folder).mkdir()
@@ -123,6 +124,7 @@ def test_regenerate_keeps_versions_flips_builds_on_the_shown_one_and_keeps_them(
 
         arrow(page, "◀").click()
         place(page, 2, 3)
+        page.screenshot(path=str(shots_dir / "real-versions.png"))  # the README's picture of the arrows
         arrow(page, "◀").click()
         place(page, 1, 3)
         page.wait_for_function(f"() => ({ENDED_ANSWER_JS})(0) === {version_1!r}", timeout=30000)
