@@ -121,10 +121,9 @@ async def show_status_in_resumed_chat(rt: Runtime, language: str, thread: dict[s
 
     Chainlit calls on_chat_resume before it sends the chat to the page, and the page then replaces its whole
     element list with the chat's saved elements: a panel drawn before that is gone, and with nothing left to
-    change in it, no redraw brings it back (a race the history browser test lost in CI). So the panel also rides
-    in the chat Chainlit is about to send."""
+    change in it, no redraw brings it back. So the panel also rides in the chat Chainlit is about to send."""
     panel = (await show_status(rt, language)).to_dict()
-    if panel["chainlitKey"]:  # set by the send above: the panel's file is in this session's files
+    if panel["chainlitKey"]:  # Chainlit keys a sent panel's file; the page fetches it by that key and the tab's id
         panel["url"] = element_file_url(rt.settings.server.root_path, panel["chainlitKey"], cl.context.session.id)
     thread["elements"] = [*(e for e in thread.get("elements") or () if e.get("id") != panel["id"]), panel]
 
