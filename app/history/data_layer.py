@@ -30,7 +30,14 @@ from fastapi import HTTPException
 from sqlalchemy import and_, delete, exists, func, or_, select
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from app.history.messages import ASSISTANT_AUTHOR, CHAT_NAME_CHARS, USER_AUTHOR, USER_MESSAGE, versions_search_text
+from app.history.messages import (
+    ASSISTANT_AUTHOR,
+    CHAT_NAME_CHARS,
+    USER_AUTHOR,
+    USER_MESSAGE,
+    branches_search_text,
+    versions_search_text,
+)
 from app.history.schema import elements, feedbacks, steps, threads, users
 from app.history.writer import HistoryWriter
 from app.i18n import t
@@ -122,11 +129,14 @@ def step_values(step: dict[str, Any], thread_id: str) -> dict[str, Any]:
 
 
 def _search_text(step: dict[str, Any]) -> str:
-    """A message's words for search, every version of an answer's among them, lower-cased here (Python folds
-    every script; SQLite's lower() only ASCII), so that the search is a plain substring test."""
+    """A message's words for search, every version of an answer's and every branch of a question's among them,
+    lower-cased here (Python folds every script; SQLite's lower() only ASCII), so that the search is a plain
+    substring test."""
     if "message" not in str(step.get("type", "")):
         return ""
-    texts = [str(step.get(key) or "") for key in ("output", "input")] + [versions_search_text(step.get("metadata"))]
+    metadata = step.get("metadata")
+    texts = [str(step.get(key) or "") for key in ("output", "input")]
+    texts += [versions_search_text(metadata), branches_search_text(metadata)]
     return "\n".join(texts).strip().lower()
 
 

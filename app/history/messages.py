@@ -15,6 +15,15 @@ neither key (it is its one version). While a version is being written, ``shown``
 (``len(versions)`` for a new one) and the message is ``partial``; ``with_version`` puts it in its place when it
 ends. A message's versions go wherever the message goes: the chat's prompt (the shown one only), search (every
 one), export and import, and deletion with the chat.
+
+A question edited keeps what it replaced as a branch, in the question's own message: ``branches`` lists every
+branch of the chat from that question on, the shown one included, each ``{"text", "after"}``: the question as it
+was asked there, and the messages that followed it (``after``, a list of ``{"type", "name", "output",
+"metadata"}``, the same contract as a stored message, so a message in a branch may hold versions and branches of
+its own). The shown branch's ``after`` is ``None``: its messages are the chat's own rows after the question, and
+its text is the message's output. ``branch`` is the index of the one shown. A question never edited has neither
+key. Like versions, branches go wherever the message goes: search (every branch's words), export and import, and
+deletion with the chat; the prompt follows the shown branch only, as it is the chat the page shows.
 """
 from __future__ import annotations
 
@@ -35,6 +44,14 @@ VERSIONS, SHOWN = "versions", "shown"  # an answer's versions (Regenerate keeps 
 # Versions one answer keeps: each is a whole answer stored in the message's row, searched and sent with the chat;
 # ten is more than anyone compares, and keeps a message (and the page's copy of it) within ten answers' size.
 MAX_VERSIONS = 10
+
+BRANCHES, BRANCH_SHOWN = "branches", "branch"  # a question's branches (an edit keeps the replaced one) and the shown
+# Branches one question keeps, and how deep branches may nest inside branches: the same reasoning as MAX_VERSIONS
+# (a branch is kept whole in the question's row); the depth bounds the work of reading a tree a file brought.
+MAX_BRANCHES = 10
+MAX_BRANCH_DEPTH = 16
+# The keys of a message kept inside a branch.
+BRANCH_MESSAGE_KEYS = ("type", "name", "output", "metadata")
 
 # Authors: a notice is the app's line (never the model's), shown as "system"; an answer the app did not write
 # itself (imported, or unreadable in the database) is the assistant's, a question whose author is unknown the user's.
@@ -118,3 +135,53 @@ def showing(metadata: dict[str, Any], versions: list[dict[str, Any]], index: int
 def versions_search_text(metadata: Optional[dict[str, Any]]) -> str:
     """The words of an answer's versions (the shown one is the output already)."""
     return "\n".join(version["text"] for version in stored_versions(metadata))
+
+
+def _is_branch_message(item: Any, depth: int) -> bool:
+    return (isinstance(item, dict) and isinstance(item.get("type"), str) and isinstance(item.get("name"), str)
+            and isinstance(item.get("output"), str) and isinstance(item.get("metadata"), dict)
+            and (not item["metadata"].get(BRANCHES) or bool(stored_branches(item["metadata"], depth + 1))))
+
+
+def _is_branch(item: Any, depth: int) -> bool:
+    if not isinstance(item, dict) or not isinstance(item.get("text"), str):
+        return False
+    after = item.get("after")
+    return after is None or (isinstance(after, list) and all(_is_branch_message(m, depth) for m in after))
+
+
+def stored_branches(metadata: Optional[dict[str, Any]], depth: int = 0) -> list[dict[str, Any]]:
+    """The branches kept in a question's ``metadata``, as stored ([] when none); an imported file's may be
+    anything: a list with anything but branches in it (nested ones included), longer than MAX_BRANCHES, nested
+    deeper than MAX_BRANCH_DEPTH, or without exactly one shown branch (``after`` None), counts as none."""
+    branches = metadata.get(BRANCHES) if isinstance(metadata, dict) else None
+    if (depth > MAX_BRANCH_DEPTH or not isinstance(branches, list) or not 2 <= len(branches) <= MAX_BRANCHES
+            or not all(_is_branch(branch, depth) for branch in branches)
+            or sum(branch["after"] is None for branch in branches) != 1):
+        return []
+    return branches
+
+
+def shown_branch(metadata: Optional[dict[str, Any]]) -> Optional[int]:
+    """The index of the branch shown, when the question has branches and ``branch`` names the one whose
+    messages are the chat's own (``after`` None)."""
+    branches = stored_branches(metadata)
+    shown = metadata.get(BRANCH_SHOWN) if isinstance(metadata, dict) else None
+    if (isinstance(shown, int) and not isinstance(shown, bool) and 0 <= shown < len(branches)
+            and branches[shown]["after"] is None):
+        return shown
+    return None
+
+
+def branches_search_text(metadata: Optional[dict[str, Any]]) -> str:
+    """The words of a question's hidden branches, nested ones and their answers' versions included (the shown
+    branch is the chat's own rows)."""
+    texts: list[str] = []
+    for branch in stored_branches(metadata):
+        if branch["after"] is None:
+            continue
+        texts.append(branch["text"])
+        for message in branch["after"]:
+            texts += [message["output"], versions_search_text(message["metadata"]),
+                      branches_search_text(message["metadata"])]
+    return "\n".join(text for text in texts if text)

@@ -36,3 +36,41 @@ def test_an_imported_answer_is_stored_as_the_chat_stores_one():
     assert [(s["type"], s["metadata"]) for s in steps] == [("user_message", {}),
                                                            (ASSISTANT_MESSAGE, {KIND: KIND_ANSWER})]
     assert [m["content"] for m in chat_messages({"steps": steps})] == ["q", "a"]
+
+
+def _said(kind: str, output: str, metadata: dict | None = None) -> dict:
+    return {"type": kind, "name": "User" if kind == "user_message" else "Assistant", "output": output,
+            "metadata": metadata or {}}
+
+
+def test_a_question_s_branches_are_read_with_the_one_shown_and_their_words_searched():
+    from app.history.messages import branches_search_text, shown_branch, stored_branches
+    nested = {"branches": [{"text": "deeper old", "after": [_said("assistant_message", "deep answer")]},
+                           {"text": "deeper new", "after": None}], "branch": 1}
+    metadata = {"branches": [{"text": "old question", "after": [_said("assistant_message", "old answer"),
+                                                                  _said("user_message", "deeper new", nested)]},
+                             {"text": "new question", "after": None}], "branch": 1}
+    assert len(stored_branches(metadata)) == 2 and shown_branch(metadata) == 1
+    words = branches_search_text(metadata)
+    assert all(word in words for word in ("old question", "old answer", "deeper old", "deep answer"))
+    assert "new question" not in words  # the shown branch is the chat's own rows
+
+
+def test_a_damaged_tree_counts_as_no_branches():
+    from app.history.messages import MAX_BRANCH_DEPTH, MAX_BRANCHES, shown_branch, stored_branches
+    live = {"text": "now", "after": None}
+    old = {"text": "then", "after": []}
+    damaged = [
+        {"branches": [live]},  # one branch alone is no branch
+        {"branches": [old, old]},  # none shown
+        {"branches": [live, live]},  # two shown
+        {"branches": [live, {"text": 3, "after": []}]},
+        {"branches": [live, {"text": "x", "after": [{"type": "user_message"}]}]},
+        {"branches": [live] + [old] * MAX_BRANCHES},
+    ]
+    assert all(stored_branches(metadata) == [] for metadata in damaged)
+    assert shown_branch({"branches": [live, old], "branch": 1}) is None  # "branch" names a hidden one
+    deep: dict = {"branches": [live, old]}
+    for _ in range(MAX_BRANCH_DEPTH + 1):
+        deep = {"branches": [live, {"text": "q", "after": [_said("user_message", "q", deep)]}]}
+    assert stored_branches(deep) == []
