@@ -36,10 +36,10 @@ async def send_settings(rt: Runtime, values: dict[str, Any]) -> dict[str, Any]:
                min=temperature.low, max=temperature.high, step=0.05),
         Slider(id="top_p", label=t(page_language, "setting_top_p"), initial=initial["top_p"],
                min=top_p.low, max=top_p.high, step=0.05),
-        Slider(id="max_tokens", label=t(page_language, "setting_max_tokens"), initial=initial["max_tokens"],
-               min=max_tokens.low, max=answer_cap(rt), step=max_tokens.low),
         Slider(id=ANSWERS, label=t(page_language, "setting_answers"), initial=initial[ANSWERS],
                min=ANSWERS_AT_ONCE.low, max=ANSWERS_AT_ONCE.high, step=1),
+        Slider(id="max_tokens", label=t(page_language, "setting_max_tokens"), initial=initial["max_tokens"],
+               min=max_tokens.low, max=answer_cap(rt), step=max_tokens.low),
     ]).send()
     CHAT_SETTINGS.set(settings)
     return settings
