@@ -136,3 +136,27 @@ def test_a_share_is_at_least_one_slot():
 
     with pytest.raises(ValueError):
         FairGate(2, per_owner=0)
+
+
+def test_several_answers_at_once_take_one_turn_each_so_another_user_waits_one_turn_at_most():
+    """Four answers at once to one question are four requests of one owner: another user who asks meanwhile gets the
+    next free slot, not the one after all four (the per-user share holds for answers at once)."""
+    async def scenario():
+        gate = FairGate(2)
+        order, release = [], asyncio.Event()
+
+        async def answer(name, owner):
+            async with gate.slot(owner=owner):
+                order.append(name)
+                await release.wait()
+
+        tasks = [asyncio.create_task(answer(f"m{i}", "mallory")) for i in range(4)]
+        await asyncio.sleep(0)
+        tasks.append(asyncio.create_task(answer("a1", "alice")))
+        await asyncio.sleep(0)
+        release.set()
+        await asyncio.gather(*tasks)
+        return order
+
+    order = asyncio.run(scenario())
+    assert order[:2] == ["m0", "m1"] and order[2] == "a1"  # alice's one answer goes before mallory's third
