@@ -150,7 +150,7 @@ def test_chatgpt_ids_are_stable_and_a_looping_tree_is_refused(tmp_path):
         current_node="y")
     reading = read(tmp_path, "loop.json", [looped, export[1]])
     assert reading.chats[0].data is None
-    assert reading.chats[0].refused == "its tree loops: 2 of its messages are their own ancestors (or below one that is)"
+    assert reading.chats[0].refused.startswith("its tree loops: 2 of its messages are their own ancestors")
     assert said(reading, 1)[0] == ("user", "量子纠缠是什么？")  # the file's other chat is read
 
 
