@@ -35,8 +35,7 @@ from app.history.messages import (
     CHAT_NAME_CHARS,
     USER_AUTHOR,
     USER_MESSAGE,
-    branches_search_text,
-    versions_search_text,
+    search_text,
 )
 from app.history.schema import elements, feedbacks, steps, threads, users
 from app.history.writer import HistoryWriter
@@ -125,19 +124,7 @@ def session_user_identifier() -> Optional[str]:
 def step_values(step: dict[str, Any], thread_id: str) -> dict[str, Any]:
     """A message's row in ``steps`` (without its id and position), from Chainlit's step dict."""
     return {"thread_id": thread_id, "type": str(step.get("type") or "undefined"),
-            "created_at": step.get("createdAt") or utc_now(), "search_text": _search_text(step), "data": _dumps(step)}
-
-
-def _search_text(step: dict[str, Any]) -> str:
-    """A message's words for search, every version of an answer's and every branch of a question's among them,
-    lower-cased here (Python folds every script; SQLite's lower() only ASCII), so that the search is a plain
-    substring test."""
-    if "message" not in str(step.get("type", "")):
-        return ""
-    metadata = step.get("metadata")
-    texts = [str(step.get(key) or "") for key in ("output", "input")]
-    texts += [versions_search_text(metadata), branches_search_text(metadata)]
-    return "\n".join(texts).strip().lower()
+            "created_at": step.get("createdAt") or utc_now(), "search_text": search_text(step), "data": _dumps(step)}
 
 
 async def _empty_the_wal(conn: AsyncConnection) -> None:
@@ -388,7 +375,7 @@ class HistoryDataLayer(BaseDataLayer):
             elif existing.thread_id == thread_id:
                 # An update may carry only some fields (Chainlit sends whole dicts today; be safe).
                 merged = {**_loads(existing.data, {}), **step}
-                values.update(data=_dumps(merged), search_text=_search_text(merged),
+                values.update(data=_dumps(merged), search_text=search_text(merged),
                               created_at=merged.get("createdAt") or values["created_at"])
                 await conn.execute(steps.update().where(steps.c.id == step["id"]).values(**values))
             else:

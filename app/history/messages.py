@@ -187,6 +187,18 @@ def branches_search_text(metadata: Optional[dict[str, Any]]) -> str:
     return "\n".join(text for text in texts if text)
 
 
+def search_text(step: dict[str, Any]) -> str:
+    """A stored message's words for search (the ``search_text`` column), every version of an answer's and every
+    branch of a question's among them, lower-cased here (Python folds every script; SQLite's lower() only ASCII),
+    so that the search is a plain substring test."""
+    if "message" not in str(step.get("type", "")):
+        return ""
+    metadata = step.get("metadata")
+    texts = [str(step.get(key) or "") for key in ("output", "input")]
+    texts += [versions_search_text(metadata), branches_search_text(metadata)]
+    return "\n".join(texts).strip().lower()
+
+
 def tree_damage(metadata: Optional[dict[str, Any]]) -> Optional[str]:
     """What is wrong with the versions or branches a message's ``metadata`` holds, in a few words; None when
     they are sound or absent. An imported file's are checked with this before they are stored."""
