@@ -37,6 +37,7 @@ from app.history.messages import (
     USER_MESSAGE,
     search_text,
 )
+from app.history.recent_searches import RecentSearches
 from app.history.schema import elements, feedbacks, steps, threads, users
 from app.history.writer import HistoryWriter
 from app.i18n import t
@@ -137,6 +138,8 @@ class HistoryDataLayer(BaseDataLayer):
         self.engine = engine
         self.writer = writer
         self._position = 0
+        # The words each user's search listed each chat for: opening it shows the version that holds them.
+        self.searched = RecentSearches()
 
     def _next_position(self) -> int:
         # Arrival order of messages, also across restarts and app instances (a clock, made strictly rising).
@@ -314,6 +317,8 @@ class HistoryDataLayer(BaseDataLayer):
             rows = (await conn.execute(query)).all()
         page = rows[:pagination.first]
         data = [self._thread_dict(row, [], []) for row in page]
+        if filters.search and filters.search.strip():
+            self.searched.listed(filters.userId, _search_words(filters.search), [row.id for row in page])
         return PaginatedResponse(
             pageInfo=PageInfo(hasNextPage=len(rows) > pagination.first,
                               startCursor=data[0]["id"] if data else None,

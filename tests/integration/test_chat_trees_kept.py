@@ -93,9 +93,14 @@ def test_the_tree_round_trips_and_search_reads_every_version_and_branch(location
         user_id, thread_id = await write_tree_chat(store)
         thread = await store.layer.get_thread(thread_id)
         searches = {word: await found_by(store, user_id, word) for word in (*HIDDEN_WORDS, "lyon", "nantes")}
-        return thread_id, thread, searches
+        await found_by(store, user_id, "Brest  CORDOUAN")
+        # The search is remembered for the chats it listed, for that user: the chat opens on the words.
+        searched = store.layer.searched
+        remembered = (searched.take("someone else", thread_id), searched.take(user_id, thread_id))
+        return thread_id, thread, searches, remembered
 
-    thread_id, thread, searches = asyncio.run(with_store(location, body))
+    thread_id, thread, searches, remembered = asyncio.run(with_store(location, body))
+    assert remembered == ((), ("cordouan", "brest"))
     assert [s["metadata"] for s in thread["steps"]] == [QUESTION_SHOWN, ANSWER_SHOWN]
     assert searches == {**{word: [thread_id] for word in (*HIDDEN_WORDS, "lyon")}, "nantes": []}
 
