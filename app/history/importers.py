@@ -6,9 +6,11 @@ its format, and reads each chat in it on its own, so that one bad chat is refuse
 The formats, as their own apps publish them (tests/unit/history/test_importers.py cites the sources):
 
 - ChatGPT's ``conversations.json``: a list of conversations, each a ``mapping`` tree of nodes {id, message,
-  parent, children} and the ``current_node`` the chat shows; read is the branch from the root to current_node.
+  parent, children} and the ``current_node`` the chat shows.
 - Open WebUI's chat export: a list of {id, title, chat: {history: {messages: {id: {parentId, childrenIds, role,
-  content, timestamp}}, currentId}}, created_at}; read is the branch that ends at currentId.
+  content, timestamp}}, currentId}}, created_at}.
+  Both trees are read whole (app/history/trees.py): every version and branch kept, the chat opened on the file's
+  current node, a damaged tree refused for that chat.
 - ``{"messages": [...]}`` in OpenAI's chat format: role and content (a string, or a list of parts).
 - ernie-chat's own export, with ``steps`` (kept whole) or only ``messages``.
 
