@@ -212,10 +212,11 @@ class _Tree:
             if roles == {"user"}:
                 options = self._question(options, depth, found)
             elif roles == {"assistant"}:
-                if any(self._continues(option) for option in options if option != self.pick(options)):
+                shown = self.pick(options)
+                if any(self._continues(option) for option in options if option != shown):
                     raise ImportRefused("an answer of its tree has versions with turns after them and no question "
                                         "before them")
-                options = self._answer(options, self.pick(options), True, found)
+                options = self._answer(options, shown, True, found)
             else:
                 raise ImportRefused("its tree mixes questions and answers among one message's replies")
         return found

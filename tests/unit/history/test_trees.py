@@ -184,6 +184,9 @@ def test_a_long_chat_is_read_in_linear_time_without_recursion():
     started = time.monotonic()
     with pytest.raises(ImportRefused, match="branches; at most"):
         tree(*wide)
+    siblings = [(f"a{n}", None, "assistant", "A") for n in range(50_000)]  # answers with no question, all siblings
+    with pytest.raises(ImportRefused, match="50000 versions; at most"):
+        tree(*siblings)
     assert time.monotonic() - started < 10
 
 
