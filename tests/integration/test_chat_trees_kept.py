@@ -4,24 +4,21 @@ deleting the chat leaves no row or text search finds, the schema's version 3 mak
 before again (in slices), and our JSON export and import carry the tree whole."""
 from __future__ import annotations
 
-import asyncio
 import copy
 import json
 import uuid
 
-import pytest
 from chainlit.types import Pagination, ThreadFilter
 from sqlalchemy import func, select, update
 
-from app.history import HistoryStore, prepare_database
-from app.history.database import DatabaseLocation
+from app.history import HistoryStore
 from app.history.export import to_json, to_markdown
 from app.history.importers import read_chat_file
 from app.history.messages import search_text
 from app.history.restore import import_chat
 from app.history.schema import SCHEMA_VERSION, SEARCH_TEXT_BATCH, meta, steps
-from tests.postgres import create_database, postgres_server
 from tests.support.fakes import logged_in_user
+from tests.support.history_store import run_with_store
 
 STATS = "\n\n`prompt 9 tokens`"
 # A question edited once: the hidden branch holds its old answer (with two versions) and a follow-up that was itself
@@ -42,18 +39,7 @@ QUESTION_SHOWN = {"branch": 1, "branches": [
 HIDDEN_WORDS = ("brest", "cordouan", "marseille", "lighthouse")
 
 
-@pytest.fixture(scope="module")
-def postgres_url():
-    with postgres_server() as url:
-        yield url
 
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def location(request, tmp_path) -> DatabaseLocation:
-    if request.param == "sqlite":
-        path = tmp_path / "chats.db"
-        return DatabaseLocation(f"sqlite+aiosqlite:///{path}", path)
-    return DatabaseLocation(asyncio.run(create_database(request.getfixturevalue("postgres_url"))))
 
 
 def tree_steps(thread_id: str) -> list[dict]:
@@ -64,13 +50,6 @@ def tree_steps(thread_id: str) -> list[dict]:
                 ("assistant_message", "Assistant", "Lyon sits on two rivers." + STATS, ANSWER_SHOWN)))]
 
 
-async def with_store(location: DatabaseLocation, body):
-    await prepare_database(location)
-    store = HistoryStore.open(location)
-    try:
-        return await body(store)
-    finally:
-        await store.close()
 
 
 async def write_tree_chat(store: HistoryStore) -> tuple[str, str]:
@@ -99,7 +78,7 @@ def test_the_tree_round_trips_and_search_reads_every_version_and_branch(location
         remembered = (searched.take("someone else", thread_id), searched.take(user_id, thread_id))
         return thread_id, thread, searches, remembered
 
-    thread_id, thread, searches, remembered = asyncio.run(with_store(location, body))
+    thread_id, thread, searches, remembered = run_with_store(location, body)
     assert remembered == ((), ("cordouan", "brest"))
     assert [s["metadata"] for s in thread["steps"]] == [QUESTION_SHOWN, ANSWER_SHOWN]
     assert searches == {**{word: [thread_id] for word in (*HIDDEN_WORDS, "lyon")}, "nantes": []}
@@ -116,7 +95,7 @@ def test_deleting_a_chat_deletes_every_version_and_branch(location):
                 steps.c.data.like("%Cordouan%") | steps.c.search_text.like("%brest%")))).scalar_one()
         return rows, holding, [await found_by(store, user_id, word) for word in HIDDEN_WORDS]
 
-    assert asyncio.run(with_store(location, body)) == (0, 0, [[]] * len(HIDDEN_WORDS))
+    assert run_with_store(location, body) == (0, 0, [[]] * len(HIDDEN_WORDS))
 
 
 def test_version_3_makes_the_search_text_of_chats_written_before_again_in_slices(location):
@@ -135,7 +114,7 @@ def test_version_3_makes_the_search_text_of_chats_written_before_again_in_slices
             await conn.execute(update(meta).where(meta.c.key == "schema_version").values(value="2"))
         return user_id, thread_id
 
-    user_id, thread_id = asyncio.run(with_store(location, written_by_version_2))
+    user_id, thread_id = run_with_store(location, written_by_version_2)
 
     async def after_the_start(store):
         async with store.layer.engine.connect() as conn:
@@ -143,7 +122,7 @@ def test_version_3_makes_the_search_text_of_chats_written_before_again_in_slices
             rows = (await conn.execute(select(steps.c.data, steps.c.search_text))).all()
         return version, rows, [await found_by(store, user_id, word) for word in (*HIDDEN_WORDS, "filler 1002")]
 
-    version, rows, searches = asyncio.run(with_store(location, after_the_start))  # with_store migrates first
+    version, rows, searches = run_with_store(location, after_the_start)  # run_with_store migrates first
     assert version == str(SCHEMA_VERSION) == "3"
     assert len(rows) == 2 * SEARCH_TEXT_BATCH + 5
     assert all(row.search_text == search_text(json.loads(row.data)) for row in rows)
@@ -155,7 +134,7 @@ def test_json_export_and_import_carry_the_tree_and_markdown_names_the_hidden_one
         _, thread_id = await write_tree_chat(store)
         return await store.layer.get_thread(thread_id)
 
-    thread = asyncio.run(with_store(location, export))
+    thread = run_with_store(location, export)
     exported = json.loads(to_json(thread))
     assert [m.get("other_branches") for m in exported["messages"]] == [1, None]
     assert [m.get("other_versions") for m in exported["messages"]] == [None, 1]
@@ -174,7 +153,7 @@ def test_json_export_and_import_carry_the_tree_and_markdown_names_the_hidden_one
         return (await store.layer.get_thread(reading.chats[0].data["id"]),
                 await found_by(store, user.id, "cordouan"))
 
-    again, found = asyncio.run(with_store(location, imported))
+    again, found = run_with_store(location, imported)
     assert [s["metadata"] for s in again["steps"]] == [QUESTION_SHOWN, ANSWER_SHOWN]
     assert reading.chats[0].data["id"] in found
 
