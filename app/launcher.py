@@ -179,13 +179,18 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
 
 def leave(code: int) -> NoReturn:
-    """End the process once ``main`` has returned: run the exit handlers (logging's flush among them) and flush
-    the terminal, then exit without the interpreter's teardown. By then the database is closed, the engine's
-    processes are reaped and every file written is closed; the teardown frees every module's objects one by one,
-    torch's C++ state included, and took 2-5 s of a Ctrl-C exit (the log's "shutdown: done, leaving" line to
-    the process's end) with nothing left to save."""
+    """End the process once ``main`` has returned. Every command has closed what it wrote by then (``with``
+    blocks; ``serve`` has closed the database and reaped the engine's processes), so the interpreter's teardown,
+    which frees every module's objects one by one (torch's C++ state included) and took 2-5 s of a Ctrl-C exit
+    (the log's "shutdown: done, leaving" line to the process's end), has nothing left to save: run the exit
+    handlers (logging's flush among them), flush the terminal, and exit. A thread still working (not a daemon)
+    gets the interpreter's usual end instead, which waits for it."""
     import atexit
+    import threading
 
+    if any(thread.is_alive() and not thread.daemon and thread is not threading.main_thread()
+           for thread in threading.enumerate()):
+        sys.exit(code)
     atexit._run_exitfuncs()
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(OSError, ValueError):  # a closed or broken pipe: nothing more can be said there

@@ -26,11 +26,14 @@ from app.errors import DocumentRefused
 log = logging.getLogger("ernie_chat.documents")
 ROOT = Path(__file__).resolve().parents[2]
 # Workers one user has at once, whatever the number of their chats and tabs: each may take a core and
-# EXTRACT_MEMORY_BYTES, beside the engine. One more is kept for everyone else: the users waiting take turns
-# (app/engine/queueing.py), and another user's small file starts at once instead of waiting for the end of one
-# user's slow 300-page PDF (on two cores it waited behind one: 7.8 -> 15.2 s median in bench/load_run.py).
+# EXTRACT_MEMORY_BYTES, beside the engine.
 MAX_WORKERS_PER_USER = max(1, (os.cpu_count() or 2) // 2)
-_WORKER_SLOTS = FairGate(MAX_WORKERS_PER_USER + 1, per_owner=MAX_WORKERS_PER_USER)
+# Workers at once for all users: one more than a user's share, so that one user's slow files (a 300-page PDF) never
+# hold every reader: another user's small file starts at once (it waited behind one on two cores: 7.8 -> 15.2 s
+# median in bench/load_run.py). The users waiting take turns (app/engine/queueing.py). The memory this allows is
+# DOCUMENT_READERS x EXTRACT_MEMORY_BYTES beside the engine.
+DOCUMENT_READERS = MAX_WORKERS_PER_USER + 1
+_WORKER_SLOTS = FairGate(DOCUMENT_READERS, per_owner=MAX_WORKERS_PER_USER)
 
 
 async def read_in_worker(path: Path, name: str, kind: Kind, max_chars: int, seconds: float = EXTRACT_SECONDS,

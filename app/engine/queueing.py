@@ -21,9 +21,9 @@ PositionCallback = Callable[[int], Awaitable[None]]
 
 
 class FairGate:
-    """``limit`` slots; ``per_owner``: the most one owner holds at once (default: all of them). A gate with one
-    slot more than ``per_owner`` always has one for another user: their small job never waits for the end of a
-    long one of someone else's."""
+    """``limit`` slots; ``per_owner``: the most one owner holds at once (default: all of them). With one slot
+    more than ``per_owner``, one user's long jobs always leave a slot for the others (several users' long jobs
+    together may still fill it)."""
 
     def __init__(self, limit: int, per_owner: Optional[int] = None) -> None:
         if limit < 1 or (per_owner is not None and per_owner < 1):
@@ -80,11 +80,13 @@ class FairGate:
         self._owner_of[waiter] = owner
         self._callbacks[waiter] = on_position
         self._hand_out_free_slots()  # a slot may be free for this owner while the owners waiting are at their share
-        if on_position and not waiter.done():
-            await on_position(self._order().index(waiter) + 1)
         try:
+            # Telling the position is inside: a Stop (or a failed send) while the page is told leaves the queue
+            # as one while waiting does, instead of leaving a waiter that is later given a slot nobody releases.
+            if on_position and not waiter.done():
+                await on_position(self._order().index(waiter) + 1)
             await waiter
-        except asyncio.CancelledError:
+        except BaseException:
             if waiter.done() and not waiter.cancelled():
                 self._release(owner)  # granted just as we were cancelled: pass the slot on
             else:
@@ -94,7 +96,10 @@ class FairGate:
             self._callbacks.pop(waiter, None)
 
     def _remove(self, waiter: asyncio.Future) -> None:
-        owner = self._owner_of.pop(waiter, None)
+        if waiter not in self._owner_of:  # already taken off its queue (a cancelled one, by _next_in_turn)
+            self._notify_positions()
+            return
+        owner = self._owner_of.pop(waiter)
         queue = self._turns.get(owner)
         if queue is not None:
             with contextlib.suppress(ValueError):

@@ -139,7 +139,7 @@ def parse_limited(raw: bytes, limits: Limits = LIMITS) -> Any:
         raise ImportRefused(f"not valid JSON ({_first_line(err)})") from None
 
 
-Reader = Callable[[Any, str], dict]
+Reader = Callable[[Any, str, Limits], dict]  # (one chat as the file has it, its owner, the limits)
 
 
 def detect(data: Any) -> tuple[str, list, Reader]:
@@ -168,7 +168,7 @@ def detect(data: Any) -> tuple[str, list, Reader]:
 def read_one(reader: Reader, item: Any, n: int, owner: str, limits: Limits = LIMITS) -> ChatReading:
     label = _label(item, n)
     try:
-        data = reader(item, owner)
+        data = reader(item, owner, limits)
         if len(data["steps"]) > limits.max_messages:
             raise ImportRefused(f"{len(data['steps']):,} messages; at most {limits.max_messages:,} per chat")
         return ChatReading(label, data)
@@ -190,7 +190,7 @@ def _label(item: Any, n: int) -> str:
 
 
 # ----- the readers, one per format -------------------------------------------------------------------
-def from_chatgpt(conversation: Any, owner: str) -> dict:
+def from_chatgpt(conversation: Any, owner: str, limits: Limits = LIMITS) -> dict:
     """ChatGPT: the tree of ``mapping`` (app/history/trees.py), opened at ``current_node``; only what the chat
     showed: user and assistant text (system and tool nodes, calls to tools, hidden and empty ones passed through)."""
     _require(isinstance(conversation, dict), "not a conversation object")
@@ -198,7 +198,7 @@ def from_chatgpt(conversation: Any, owner: str) -> dict:
     _require(isinstance(mapping, dict) and bool(mapping), "its mapping holds no messages")
     nodes = {key: _tree_node(key, node, "parent", "children", _chatgpt_said(node.get("message")))
              for key, node in mapping.items()}
-    said = tree_chat(nodes, conversation.get("current_node"), LIMITS.max_messages)
+    said = tree_chat(nodes, conversation.get("current_node"), limits.max_messages)
     source_id = conversation.get("conversation_id") or conversation.get("id")
     return _chat(_foreign_id("chatgpt", source_id, conversation), conversation.get("title"),
                  conversation.get("create_time"), said, owner)
@@ -222,7 +222,7 @@ def _chatgpt_said(message: Any) -> Optional[Said]:
     return Said(role, text, message.get("create_time")) if isinstance(text, str) and text.strip() else None
 
 
-def from_open_webui(item: Any, owner: str) -> dict:
+def from_open_webui(item: Any, owner: str, limits: Limits = LIMITS) -> dict:
     """Open WebUI: the tree of ``chat.history.messages`` (app/history/trees.py), opened at ``currentId``; a chat
     without a history (older versions) by its ``chat.messages`` list. The chat's own system prompt
     (``chat.params.system``) stays its system prompt."""
@@ -233,7 +233,7 @@ def from_open_webui(item: Any, owner: str) -> dict:
     if isinstance(messages, dict) and messages:
         nodes = {key: _tree_node(key, message, "parentId", "childrenIds", _open_webui_said(message))
                  for key, message in messages.items()}
-        said = tree_chat(nodes, history.get("currentId"), LIMITS.max_messages)
+        said = tree_chat(nodes, history.get("currentId"), limits.max_messages)
     else:
         found = chat.get("messages")
         _require(isinstance(found, list), "its chat holds no history.messages")
@@ -260,7 +260,7 @@ def _tree_node(key: Any, node: Any, parent_key: str, children_key: str, said: Op
     return Node(parent, tuple(child for child in children if isinstance(child, str)), said)
 
 
-def from_openai_messages(data: Any, owner: str) -> dict:
+def from_openai_messages(data: Any, owner: str, limits: Limits = LIMITS) -> dict:
     """``{"messages": [...]}`` as sent to OpenAI's chat completions: user and assistant turns in order;
     system (or developer) messages become the chat's system prompt; tool messages and calls are left out."""
     messages = data.get("messages")
@@ -277,7 +277,7 @@ def from_openai_messages(data: Any, owner: str) -> dict:
                  data.get("created_at"), said, owner, "\n\n".join(s for s in system if s.strip()))
 
 
-def from_ernie_chat(data: Any, owner: str) -> dict:
+def from_ernie_chat(data: Any, owner: str, limits: Limits = LIMITS) -> dict:
     """Our own export: kept whole (its id, owner, settings, steps and elements); a file with ``messages``
     and no ``steps`` gets its steps made from them."""
     if data.get("format") != EXPORT_FORMAT:

@@ -160,3 +160,43 @@ def test_several_answers_at_once_take_one_turn_each_so_another_user_waits_one_tu
 
     order = asyncio.run(scenario())
     assert order[:2] == ["m0", "m1"] and order[2] == "a1"  # alice's one answer goes before mallory's third
+
+
+def test_a_stop_while_the_page_is_told_its_place_leaves_no_slot_behind():
+    """The position callback sends a line to the page; a Stop landing during that send (or the send failing) used to
+    leave the waiter queued, later given a slot that nobody released."""
+    async def scenario():
+        gate = FairGate(2, per_owner=1)
+        release, telling = asyncio.Event(), asyncio.Event()
+
+        async def holder():
+            async with gate.slot(owner="mallory"):
+                await release.wait()
+
+        async def slow_tell(position):
+            telling.set()
+            await asyncio.Event().wait()  # the page's socket never answers
+
+        async def failing_tell(position):
+            raise ConnectionError("the page went away")
+
+        async def carol(tell):
+            async with gate.slot(tell, owner="carol"):
+                pass
+
+        mallory = asyncio.create_task(holder())
+        first = asyncio.create_task(holder())  # mallory's second job waits: she holds her share
+        await asyncio.sleep(0)
+        async with gate.slot(owner="carol"):  # carol holds the other slot, so her next one waits and is told
+            stopped = asyncio.create_task(carol(slow_tell))
+            await telling.wait()
+            stopped.cancel()
+            failed = asyncio.create_task(carol(failing_tell))
+            results = await asyncio.gather(stopped, failed, return_exceptions=True)
+        release.set()
+        await asyncio.gather(mallory, first)
+        return gate, results
+
+    gate, results = asyncio.run(scenario())
+    assert isinstance(results[0], asyncio.CancelledError) and isinstance(results[1], ConnectionError)
+    assert gate.active == 0 and gate.queued == 0 and not gate._holding

@@ -122,6 +122,27 @@ def test_what_it_makes_is_what_the_stored_contract_accepts(tmp_path):
     assert [v["text"] for v in stored_versions(answer["metadata"])] == ["first", "second"]
 
 
+def test_the_callers_message_limit_counts_hidden_branches_too(tmp_path):
+    """The limit a caller passes reaches the tree: a chat of 2 shown messages with 2 more in a hidden branch (and
+    the file's empty root node: 5 nodes) is refused at 4, read at 5."""
+    from app.history.importers import Limits
+
+    rows = [("q", None, "user", "Q"), ("a", "q", "assistant", "A"), ("e", None, "user", "an edit"),
+            ("ea", "e", "assistant", "its answer")]
+    mapping = {node_id: {"id": node_id, "parent": parent, "children": [k for k, p, *_ in rows if p == node_id],
+                         "message": {"id": node_id, "author": {"role": role}, "recipient": "all", "metadata": {},
+                                     "content": {"content_type": "text", "parts": [text]}}}
+               for node_id, parent, role, text in rows}
+    mapping["root"] = {"id": "root", "parent": None, "children": ["q", "e"], "message": None}
+    for node_id in ("q", "e"):
+        mapping[node_id]["parent"] = "root"
+    path = tmp_path / "conversations.json"
+    path.write_text(json.dumps([{"id": "c", "title": "t", "mapping": mapping, "current_node": "a"}]))
+    refused = read_chat_file(path, "local", Limits(max_messages=4)).chats[0]
+    assert refused.refused == "5 messages in its tree; at most 4 per chat"
+    assert len(read_chat_file(path, "local", Limits(max_messages=5)).chats[0].data["steps"]) == 2
+
+
 @pytest.mark.parametrize("rows, current, line", [
     ([("q", "gone", "user", "Q")], None, "its message 'q' has a parent 'gone' that is not in the file"),
     ([("q", None, "user", "Q"), ("x", "y", "user", "X"), ("y", "x", "assistant", "Y")], "q",
