@@ -26,6 +26,9 @@ log = logging.getLogger("ernie_chat")
 
 def serve(settings: AppSettings, plan: EnginePlan, launched_at: float) -> int:
     """Serve until SIGINT/SIGTERM; uvicorn then runs our lifespan's shutdown, which stops the engine."""
+    from app.heap import limit_arenas
+
+    limit_arenas()  # before any thread (the server's, the engine client's) takes an arena of its own
     import uvicorn
 
     from app.server import create_app
