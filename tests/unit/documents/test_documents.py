@@ -130,6 +130,33 @@ def test_worker_is_stopped_at_its_time_limit(tmp_path, monkeypatch):
     assert caught.value.reason == "too_slow" and time.perf_counter() - started < 5
 
 
+def test_the_worker_reads_below_the_app_and_the_engine(tmp_path):
+    """A file is read at a lower priority than the app's (the engine's answers and the page come first): the
+    worker, held while it opens a pipe nobody writes yet, runs WORKER_NICENESS above its parent."""
+    import psutil
+
+    from app.documents.worker import WORKER_NICENESS
+
+    pipe = tmp_path / "held.txt"
+    os.mkfifo(pipe)
+
+    async def scenario() -> int:
+        reading = asyncio.create_task(read_in_worker(pipe, "held.txt", Kind.TEXT, 100))
+        me = psutil.Process()
+        while not (workers := [p for p in me.children() if "app.documents.worker" in " ".join(p.cmdline())]):
+            await asyncio.sleep(0.05)  # polls for the worker's start: a state, not a time
+        worker = workers[0]
+        while worker.nice() == me.nice() and not reading.done():
+            await asyncio.sleep(0.05)  # until it has set its own priority, first thing
+        niceness = worker.nice() - me.nice()
+        with open(pipe, "w") as writer:  # let it read the file and end
+            writer.write("read at last")
+        assert (await reading)["text"] == "read at last"
+        return niceness
+
+    assert asyncio.run(asyncio.wait_for(scenario(), 60)) == WORKER_NICENESS
+
+
 def test_worker_memory_cap_gives_one_line(tmp_path):
     """Under the same cap a small file is read and a file larger than the cap is refused for memory: the line
     comes from the cap, not from any other way a worker can fail."""
