@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import time
 import uuid
 from collections.abc import AsyncIterator, Mapping
@@ -33,13 +34,14 @@ from app.conversation import (
     several_samplings,
 )
 from app.engine.protocol import Delta, Sampling
-from app.errors import BadRequestError, EngineUnavailable, ErnieChatError, error_body, error_response
+from app.errors import BadRequestError, EngineUnavailable, ErnieChatError, error_body, error_response, one_line
 from app.runtime import Runtime
 from app.settings import ANSWERS, ANSWERS_AT_ONCE, API_SAMPLING_BOUNDS
 
 if TYPE_CHECKING:
     from openai.types import CompletionUsage
 
+log = logging.getLogger("ernie_chat.api")
 MODEL_ID = "ernie-chat"
 # /v1's clients share one turn in the engine's queue (app/engine/queueing.py): however many requests they send, a page's
 # question waits for one of theirs at most, not behind all of them (40 abandoned requests once held a question 30 s).
@@ -297,7 +299,8 @@ async def _stream(rt: Runtime, fitted: FittedPrompt, samplings: list[Sampling], 
 async def _interleaved(rt: Runtime, fitted: FittedPrompt,
                        samplings: list[Sampling]) -> AsyncIterator[tuple[int, Delta]]:
     """Every choice's pieces as they come, each with its choice's index: one engine request per choice, in /v1's
-    turn of the queue. The first error ends them all; a client that leaves (the stream closed) aborts them all."""
+    turn of the queue. The first error ends them all (one the engine gave that is not ours is logged, and goes out
+    as a server_error line); a client that leaves (the stream closed) aborts them all."""
     pieces: asyncio.Queue[tuple[int, Optional[Delta], Optional[BaseException]]] = asyncio.Queue()
 
     async def one(index: int, sampling: Sampling) -> None:
@@ -306,6 +309,9 @@ async def _interleaved(rt: Runtime, fitted: FittedPrompt,
                 await pieces.put((index, delta, None))
         except ErnieChatError as err:
             await pieces.put((index, None, err))
+        except Exception as err:  # anything else from the engine: logged whole, and the client told in the one body
+            log.exception("/v1: choice %d of a streamed answer failed", index)
+            await pieces.put((index, None, ErnieChatError(f"the answer failed: {one_line(err)}")))
         finally:
             await pieces.put((index, None, None))
 
