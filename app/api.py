@@ -36,7 +36,7 @@ from app.conversation import (
 from app.engine.protocol import Delta, Sampling
 from app.errors import BadRequestError, EngineUnavailable, ErnieChatError, error_body, error_response, one_line
 from app.runtime import Runtime
-from app.settings import ANSWERS, ANSWERS_AT_ONCE, API_SAMPLING_BOUNDS
+from app.settings import ANSWERS, API_SAMPLING_BOUNDS
 
 if TYPE_CHECKING:
     from openai.types import CompletionUsage
@@ -51,7 +51,7 @@ API_CLIENTS = "/v1"
 SEED_LOW, SEED_HIGH = -2**63, 2**63 - 1
 # pydantic's error types for a number outside a field's bounds: these name the whole allowed range instead.
 _OUT_OF_RANGE = {"greater_than_equal", "less_than_equal", "greater_than", "less_than"}
-_T, _P, _N = (API_SAMPLING_BOUNDS[k] for k in ("temperature", "top_p", "max_tokens"))
+_T, _P, _N, _A = (API_SAMPLING_BOUNDS[k] for k in ("temperature", "top_p", "max_tokens", ANSWERS))
 
 
 class ChatMessage(BaseModel):
@@ -71,7 +71,7 @@ class ChatRequest(BaseModel):
     top_p: Optional[float] = Field(None, ge=_P.low, le=_P.high)
     seed: Optional[int] = Field(None, ge=SEED_LOW, le=SEED_HIGH)
     # Choices for the one prompt: the chat's answers at once, under the same cap.
-    n: Optional[int] = Field(None, ge=ANSWERS_AT_ONCE.low, le=ANSWERS_AT_ONCE.high)
+    n: Optional[int] = Field(None, ge=_A.low, le=_A.high)
     stream: bool = False
     stream_options: Optional[StreamOptions] = None
 
