@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import time
 import uuid
 from collections.abc import AsyncIterator, Mapping
@@ -33,13 +34,14 @@ from app.conversation import (
     several_samplings,
 )
 from app.engine.protocol import Delta, Sampling
-from app.errors import BadRequestError, EngineUnavailable, ErnieChatError, error_body, error_response
+from app.errors import BadRequestError, EngineUnavailable, ErnieChatError, error_body, error_response, one_line
 from app.runtime import Runtime
-from app.settings import ANSWERS, ANSWERS_AT_ONCE, API_SAMPLING_BOUNDS
+from app.settings import ANSWERS, API_SAMPLING_BOUNDS
 
 if TYPE_CHECKING:
     from openai.types import CompletionUsage
 
+log = logging.getLogger("ernie_chat.api")
 MODEL_ID = "ernie-chat"
 # /v1's clients share one turn in the engine's queue (app/engine/queueing.py): however many requests they send, a page's
 # question waits for one of theirs at most, not behind all of them (40 abandoned requests once held a question 30 s).
@@ -49,7 +51,7 @@ API_CLIENTS = "/v1"
 SEED_LOW, SEED_HIGH = -2**63, 2**63 - 1
 # pydantic's error types for a number outside a field's bounds: these name the whole allowed range instead.
 _OUT_OF_RANGE = {"greater_than_equal", "less_than_equal", "greater_than", "less_than"}
-_T, _P, _N = (API_SAMPLING_BOUNDS[k] for k in ("temperature", "top_p", "max_tokens"))
+_T, _P, _N, _A = (API_SAMPLING_BOUNDS[k] for k in ("temperature", "top_p", "max_tokens", ANSWERS))
 
 
 class ChatMessage(BaseModel):
@@ -69,7 +71,7 @@ class ChatRequest(BaseModel):
     top_p: Optional[float] = Field(None, ge=_P.low, le=_P.high)
     seed: Optional[int] = Field(None, ge=SEED_LOW, le=SEED_HIGH)
     # Choices for the one prompt: the chat's answers at once, under the same cap.
-    n: Optional[int] = Field(None, ge=ANSWERS_AT_ONCE.low, le=ANSWERS_AT_ONCE.high)
+    n: Optional[int] = Field(None, ge=_A.low, le=_A.high)
     stream: bool = False
     stream_options: Optional[StreamOptions] = None
 
@@ -297,7 +299,8 @@ async def _stream(rt: Runtime, fitted: FittedPrompt, samplings: list[Sampling], 
 async def _interleaved(rt: Runtime, fitted: FittedPrompt,
                        samplings: list[Sampling]) -> AsyncIterator[tuple[int, Delta]]:
     """Every choice's pieces as they come, each with its choice's index: one engine request per choice, in /v1's
-    turn of the queue. The first error ends them all; a client that leaves (the stream closed) aborts them all."""
+    turn of the queue. The first error ends them all (one the engine gave that is not ours is logged, and goes out
+    as a server_error line); a client that leaves (the stream closed) aborts them all."""
     pieces: asyncio.Queue[tuple[int, Optional[Delta], Optional[BaseException]]] = asyncio.Queue()
 
     async def one(index: int, sampling: Sampling) -> None:
@@ -306,6 +309,9 @@ async def _interleaved(rt: Runtime, fitted: FittedPrompt,
                 await pieces.put((index, delta, None))
         except ErnieChatError as err:
             await pieces.put((index, None, err))
+        except Exception as err:  # anything else from the engine: logged whole, and the client told in the one body
+            log.exception("/v1: choice %d of a streamed answer failed", index)
+            await pieces.put((index, None, ErnieChatError(f"the answer failed: {one_line(err)}")))
         finally:
             await pieces.put((index, None, None))
 

@@ -5,6 +5,7 @@ turns dropped with a notice, the model's own sampling defaults), unit-tested wit
 """
 from __future__ import annotations
 
+import math
 import unicodedata
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
@@ -13,7 +14,7 @@ from typing import Any, Optional
 from app.control_characters import CONTROLS_IN_TEXT as _CONTROL
 from app.engine.protocol import Sampling
 from app.errors import PromptTooLongError
-from app.settings import ANSWERS, ANSWERS_AT_ONCE, SAMPLING_BOUNDS, Bound, ChatSettings
+from app.settings import ANSWERS, SAMPLING_BOUNDS, Bound, ChatSettings
 from app.token_count import count_with
 
 Message = dict[str, str]  # {"role": "user" | "assistant" | "system", "content": str}
@@ -169,7 +170,7 @@ def chat_defaults(chat: ChatSettings, generation_config: Mapping[str, Any], max_
         else float(generation_config.get("temperature", chat.temperature)),
         "top_p": chat.top_p if "top_p" in explicit else float(generation_config.get("top_p", chat.top_p)),
         "max_tokens": min(chat.max_tokens, max_tokens_cap(max_model_len)),
-        ANSWERS: int(ANSWERS_AT_ONCE.low),
+        ANSWERS: 1,  # the usual single answer, unless the chat asks for more
     }
 
 
@@ -186,8 +187,8 @@ class ChatSampling:
     temperature: float
     top_p: float
     max_tokens: int  # asked for; the answer gets at most what the prompt leaves (FittedPrompt.max_tokens)
+    answers: int  # written at once, each a version of one answer (/v1: n choices)
     seed: Optional[int] = None  # /v1's seed; the settings panel has none
-    answers: int = 1  # written at once, each a version of one answer (/v1: n choices)
 
 
 @dataclass(frozen=True)
@@ -201,14 +202,16 @@ def clamp_sampling(raw: Mapping[str, object], defaults: Mapping[str, Any], answe
     """What was asked for, checked, else the chat's defaults (``chat_defaults``): the one place they are filled in.
 
     A value missing or None takes the default (/v1 leaves an unset field None; 0 is a value). An out-of-range or
-    garbled value (the settings panel's, a stored chat's) is replaced and reported. ``answer_cap``: the longest
+    garbled value (the settings panel's, a stored chat's) is replaced and reported, and so is a fraction where the
+    bound takes whole numbers (rounded: 2.7 answers are 3). ``answer_cap``: the longest
     answer the settings panel may ask for (``max_tokens_cap``); /v1 passes none and its own ``bounds``
     (API_SAMPLING_BOUNDS), which its request model has already checked."""
     values: dict[str, float] = {}
     corrections: list[tuple[str, object, Bound, float]] = []
-    for name, bound in {**bounds, ANSWERS: ANSWERS_AT_ONCE}.items():
+    for name, bound in bounds.items():
         high = min(bound.high, answer_cap) if name == "max_tokens" and answer_cap is not None else bound.high
-        default = defaults.get(name, bound.low)  # answers: one, unless the chat asks for more
+        allowed = Bound(bound.low, high, bound.integer)
+        default = defaults[name]
         value: object = raw.get(name)
         if value is None:
             value = default
@@ -218,11 +221,13 @@ def clamp_sampling(raw: Mapping[str, object], defaults: Mapping[str, Any], answe
                 raise ValueError
         except (TypeError, ValueError):
             number = float(default)
-            corrections.append((name, value, Bound(bound.low, high), number))
+            corrections.append((name, value, allowed, number))
         else:
             clamped = min(max(number, bound.low), high)
+            if bound.integer:
+                clamped = float(math.floor(clamped + 0.5))  # half up, as a person rounds (round() gives 2 for 2.5)
             if clamped != number:
-                corrections.append((name, value, Bound(bound.low, high), clamped))
+                corrections.append((name, value, allowed, clamped))
             number = clamped
         values[name] = number
     seed = raw.get("seed")

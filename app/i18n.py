@@ -22,15 +22,15 @@ STRINGS: dict[str, dict[str, str]] = {
         # each figure a code span of its own: a narrow page wraps the line between them (app/ui/static/ui/face.css)
         "stats": "`prompt {prompt} tokens` · `answer {tokens} tokens` · `first token {ttft:.2f} s` · "
                  "`{tps:.1f} tokens/s`",
-        "settings_fixed": "Setting {name} = {value} is outside {low}..{high}; using {used}.",
+        "settings_fixed": "{name}: {low} to {high}{whole}; {value} was asked for, so {used} is used.",
+        "whole_numbers": ", whole numbers",
+        "answers_name": "Answers at once",
         "status_title": "Status",
         "regenerate": "Regenerate",
         "continue": "Continue",
         "version_previous": "Previous version",
         "version_next": "Next version",
         "version_place": "Version {shown}/{count}",
-        "answers_capped": "At most {limit} answers are written at once to one question: {value} was asked for, so "
-                          "{used} are written.",
         "answers_same": "Temperature is 0, so these {count} answers will be the same: raise the temperature "
                         "(Settings) for different ones.",
         "versions_room": "This answer keeps at most {limit} versions: {room} of the {asked} answers asked for are "
@@ -174,14 +174,15 @@ STRINGS: dict[str, dict[str, str]] = {
         "refused": "服务器拒绝了这条消息：{detail}。对话已保留。",
         "stats": "`提示 {prompt} 个 token` · `回答 {tokens} 个 token` · `首 token {ttft:.2f} 秒` · "
                  "`{tps:.1f} token/秒`",
-        "settings_fixed": "设置 {name} = {value} 超出范围 {low}..{high}；已使用 {used}。",
+        "settings_fixed": "{name}：{low} 到 {high}{whole}；请求了 {value}，将使用 {used}。",
+        "whole_numbers": "（整数）",
+        "answers_name": "同时回答数",
         "status_title": "状态",
         "regenerate": "重新生成",
         "continue": "继续",
         "version_previous": "上一个版本",
         "version_next": "下一个版本",
         "version_place": "版本 {shown}/{count}",
-        "answers_capped": "同一个问题一次最多生成 {limit} 个回答：请求了 {value} 个，将生成 {used} 个。",
         "answers_same": "温度为 0，这 {count} 个回答将完全相同：在设置中调高温度即可得到不同的回答。",
         "versions_room": "每个回答最多保存 {limit} 个版本：请求的 {asked} 个回答中将生成 {room} 个，"
                          "之前的版本都仍在（◀ ▶）。",

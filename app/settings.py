@@ -60,18 +60,20 @@ class Bound:
         return f"{self.low:g}..{self.high:g}"
 
 
+ANSWERS = "answers"  # the chat's "Answers at once" (a setting of its own, not a server flag)
 # The one definition of what a chat may ask for. Below 16 answer tokens a reply is useless (the context
 # fitting refuses rather than answer in three words); top_p below 0.05 is greedy decoding in disguise.
-SAMPLING_BOUNDS = {
-    "temperature": Bound(0.0, 2.0),
-    "top_p": Bound(0.05, 1.0),
-    "max_tokens": Bound(16, 32768, integer=True),
-}
 # Answers written at once to one question, kept as versions of one answer (1: the usual single answer): the chat's
 # "Answers at once" and /v1's ``n``. Each takes a slot of the engine's fair queue as one answer does, so one question
 # holds at most four of a user's turns, and one answer's ten versions (app/history/messages.py MAX_VERSIONS) hold
 # two rounds of them and more.
-ANSWERS, ANSWERS_AT_ONCE = "answers", Bound(1, 4, integer=True)  # the chat's setting, and its range
+SAMPLING_BOUNDS = {
+    "temperature": Bound(0.0, 2.0),
+    "top_p": Bound(0.05, 1.0),
+    "max_tokens": Bound(16, 32768, integer=True),
+    ANSWERS: Bound(1, 4, integer=True),
+}
+ANSWERS_AT_ONCE = SAMPLING_BOUNDS[ANSWERS]
 # /v1 takes answers down to one token, as OpenAI's API and vLLM do (a classifier asks for one); the UI's
 # slider and the chat defaults keep the bound above.
 API_SAMPLING_BOUNDS = {**SAMPLING_BOUNDS, "max_tokens": Bound(1, SAMPLING_BOUNDS["max_tokens"].high, integer=True)}

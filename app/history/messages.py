@@ -38,6 +38,10 @@ KIND = "kind"
 KIND_ANSWER, KIND_NOTICE = "answer", "notice"  # only answers go back into prompts
 FOOTER = "footer"
 PARTIAL = "partial"  # in an answer's metadata while it is being written
+# In the metadata of answers written at once (app/ui/several_answers.py) while they are written, and of the answer
+# they are regenerating: the same id, so that a chat resumed after a crash folds them into one answer as they would
+# have been; the answer they fold into (the regenerated one, whose id this is, or the first of them) never keeps it.
+TOGETHER = "together"
 FINISH, LENGTH = "finish", "length"  # an answer that stopped at its length limit (max_tokens)
 
 VERSIONS, SHOWN = "versions", "shown"  # an answer's versions (Regenerate keeps the earlier ones) and the one shown

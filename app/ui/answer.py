@@ -13,7 +13,6 @@ from typing import NamedTuple, Optional
 import chainlit as cl
 
 from app.conversation import (
-    ANSWERS,
     ChatTemplate,
     FittedPrompt,
     answer_sampling,
@@ -29,6 +28,7 @@ from app.errors import PromptTooLongError
 from app.history.messages import FINISH, KIND, KIND_ANSWER, LENGTH, MAX_VERSIONS, PARTIAL, versions_of
 from app.i18n import t
 from app.runtime import Runtime
+from app.settings import ANSWERS, Bound
 from app.ui.answers_command import answers_asked
 from app.ui.chat_messages import answer_text, language, notice, shown_turns
 from app.ui.documents_step import documents_for_prompt
@@ -135,9 +135,7 @@ async def _prompt(rt: Runtime, message: cl.Message, question: Question, continui
     defaults = chat_defaults(rt.settings.chat, rt.generation_defaults, rt.max_model_len)
     sampling = clamp_sampling(chat_settings, defaults, answer_cap(rt))
     for name, value, bound, used in sampling.corrections:
-        await notice(t(language, "answers_capped", limit=int(bound.high), value=value, used=int(used))
-                     if name == ANSWERS else
-                     t(language, "settings_fixed", name=name, value=value, low=bound.low, high=bound.high, used=used))
+        await notice(setting_fixed(language, name, value, bound, used))
     system_prompt = str(chat_settings.get("system_prompt", defaults["system_prompt"]) or "")
     template = ChatTemplate(rt.tokenizer)
     max_tokens = sampling.chosen.max_tokens
@@ -161,6 +159,15 @@ async def _prompt(rt: Runtime, message: cl.Message, question: Question, continui
     await _say_what_was_fitted(rt, fitted, documents_dropped, language)
     sampled = answer_sampling(sampling.chosen, fitted, rt.model.stop_token_ids)
     return Prompt(fitted.token_ids, sampled, sampling.chosen.answers)
+
+
+def setting_fixed(language: str, name: str, value: object, bound: Bound, used: float) -> str:
+    """The line for a chat setting that was brought within its range (or to a whole number): the setting by the
+    name the settings panel gives it where it has a short one, its range, what was asked and what is used."""
+    label = t(language, "answers_name") if name == ANSWERS else name
+    whole = t(language, "whole_numbers") if bound.integer else ""
+    return t(language, "settings_fixed", name=label, low=f"{bound.low:g}", high=f"{bound.high:g}", whole=whole,
+             value=value, used=f"{used:g}")
 
 
 async def _say_what_was_fitted(rt: Runtime, fitted: FittedPrompt, documents_dropped: list[str], language: str) -> None:

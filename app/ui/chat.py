@@ -52,6 +52,7 @@ from app.ui.preset_commands import offer_presets, run_preset_command
 from app.ui.running_answers import answered_in_a_task, run_tracked, stop_all
 from app.ui.session_keys import CHAT_SETTINGS, REFUSED_CHAT, STATUS_TASK
 from app.ui.settings_panel import keep_settings, send_settings, use_preset
+from app.ui.several_answers import fold_interrupted
 from app.ui.status_panel import SHOW_STATUS_MESSAGE, keep_status_fresh, show_status, show_status_in_resumed_chat
 from app.ui.streamed_answer import mark_interrupted
 
@@ -111,6 +112,7 @@ async def on_chat_resume(resumed: ThreadDict) -> None:
     await _open_chat(rt, CHAT_SETTINGS.get())
     if rt.history is not None:  # opened from a search: the version holding the words searched is shown
         await open_on_searched_version(thread, rt.history.layer)
+    await fold_interrupted(thread, language())  # answers at once first: what they fold into is no longer partial
     await mark_interrupted(thread, language())
     await offer_actions_on_resume(thread, language())
     relink_resumed_files(thread, rt.settings.server.root_path)

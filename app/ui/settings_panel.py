@@ -8,11 +8,11 @@ import chainlit as cl
 from chainlit.input_widget import Slider, TextInput
 
 from app.chainlit_internals import save_session_now
-from app.conversation import ANSWERS, chat_defaults, max_tokens_cap
+from app.conversation import chat_defaults, max_tokens_cap
 from app.history.chat_metadata import typed_settings
 from app.i18n import t
 from app.runtime import Runtime
-from app.settings import ANSWERS_AT_ONCE, SAMPLING_BOUNDS
+from app.settings import ANSWERS, ANSWERS_AT_ONCE, SAMPLING_BOUNDS
 from app.ui.chat_messages import language
 from app.ui.session_keys import CHAT_SETTINGS
 

@@ -101,16 +101,17 @@ class StreamedAnswer:
 
     def __init__(self, rt: Runtime, language: str, token_ids: list[int], sampling: Sampling,
                  continuing: Optional[cl.Message] = None, regenerating: Optional[cl.Message] = None,
-                 offers_actions: bool = True) -> None:
+                 offers_actions: bool = True, marks: Optional[dict[str, Any]] = None) -> None:
         self.rt, self.language, self.token_ids, self.sampling = rt, language, token_ids, sampling
         self.continuing = continuing
         # False for one of several answers written at once: the answer they are kept in gets the buttons
-        # (app/ui/several_answers.py).
+        # (app/ui/several_answers.py); ``marks``: what their metadata carries besides, however each ends (TOGETHER).
         self.offers_actions = offers_actions
+        self.marks = marks or {}
         # The app answers (its favicon is the avatar): Chainlit's default author, the page's name, holds the
         # model's name, which its avatar route may refuse (it takes ASCII letters, digits and " _.-" only).
         self.reply = continuing or regenerating or cl.Message(content="", author=APP_NAME,
-                                                              metadata={KIND: KIND_ANSWER})
+                                                              metadata={KIND: KIND_ANSWER, **self.marks})
         # The answer's other versions, and the place this one takes among them (past the end: a new version).
         self.versions: list[dict[str, Any]] = []
         self.place = 0
@@ -167,11 +168,12 @@ class StreamedAnswer:
 
     def _writing(self, metadata: dict[str, Any]) -> dict[str, Any]:
         """An answer's metadata while this version is written: the other versions, and its place among them."""
+        metadata = {**metadata, **self.marks}
         return {**metadata, VERSIONS: self.versions, SHOWN: self.place} if self.versions else metadata
 
     def _kept(self, metadata: dict[str, Any]) -> dict[str, Any]:
         """An answer's metadata once this version ends: the version shown in its place among the others."""
-        return with_version(metadata, self.reply.content or "", self.versions, self.place)
+        return with_version({**metadata, **self.marks}, self.reply.content or "", self.versions, self.place)
 
     async def _take_up_message(self) -> None:
         """Continue: the same message grows, its buttons and footer (the length line, the stats) gone while the rest

@@ -21,7 +21,7 @@ from tests.e2e.test_answer_versions import (
     place,
 )
 from tests.support.app_process import LaunchedApp, running_app
-from tests.support.metrics import prompt_tokens, running_requests
+from tests.support.metrics import prompt_tokens, wait_until_running
 from tests.support.page import send, set_max_answer_tokens
 
 pytestmark = pytest.mark.timeout(900)
@@ -47,15 +47,6 @@ def answers_with_stats(page) -> int:
                          f".filter(m => /{STATS}/.test(m.innerText)).length")
 
 
-def most_running_while(app, page, done_js: str, timeout_s: float = 300) -> int:
-    """The most requests the engine ran at once, read until the page shows ``done_js`` true."""
-    most, deadline = 0, time.monotonic() + timeout_s
-    while not page.evaluate(done_js) and time.monotonic() < deadline:
-        most = max(most, int(running_requests(app)))
-        time.sleep(0.05)
-    return most
-
-
 def test_three_answers_at_once_become_three_versions_with_stats_and_are_kept(browser, real_model_dir, tmp_path):
     data = tmp_path / "data"
     for folder in ("data", "first", "second"):
@@ -70,9 +61,10 @@ def test_three_answers_at_once_become_three_versions_with_stats_and_are_kept(bro
         send(page, QUESTION)
         # All three stream at once, each in a message of its own, and the engine runs them together.
         page.wait_for_function(f"() => document.querySelectorAll('{ANSWERS}').length === 3", timeout=240000)
+        wait_until_running(first, 3, timeout_s=240)
         folded = (f"() => document.querySelectorAll('{ANSWERS}').length === 1 && "
                   f"/{STATS}/.test(document.querySelector('{ANSWERS}').innerText)")
-        assert most_running_while(first, page, folded) == 3
+        page.wait_for_function(folded, timeout=300000)
         place(page, 1, 3)
         assert page.locator(ANSWERS).count() == 1 and arrow(page, "◀").count() == 0
         prompt = answer_prompt_tokens(page, 0)

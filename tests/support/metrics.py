@@ -1,6 +1,7 @@
 """The engine's side of a test: vLLM's and the app's Prometheus counters read from /metrics."""
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING
 
 from tests.support.app_process import get
@@ -40,3 +41,12 @@ def finished_requests(app, reason: str) -> float:
 
 def running_requests(app):
     return metric_value(get(app.url + "/metrics")[1], "vllm:num_requests_running")
+
+
+def wait_until_running(app, count: int, timeout_s: float) -> None:
+    """Until the engine runs ``count`` requests at once (vLLM's gauge, read every 50 ms: answers being written hold
+    it for seconds); the test fails if it has not by ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while (running := int(running_requests(app))) < count:
+        assert time.monotonic() < deadline, f"the engine ran {running} requests at once, not {count}, in {timeout_s} s"
+        time.sleep(0.05)

@@ -123,6 +123,17 @@ def test_an_engine_failure_mid_stream_is_an_error_event():
     assert events[-1] == "data: [DONE]\n\n" and "engine restarting" in error["error"]["message"]
 
 
+def test_any_other_engine_failure_mid_stream_is_logged_and_an_error_event(caplog):
+    """Not only the app's own errors: anything the engine raises ends the stream with the one error body, and the
+    log has its traceback (it was swallowed: a choice without a finish reason, then [DONE])."""
+    with caplog.at_level("ERROR", logger="ernie_chat.api"):
+        events = stream_events([Delta("a", 1)], include_usage=False, error=ValueError("bad token id"), choices=2)
+    errors = [json.loads(e[6:]) for e in events[:-1] if '"error"' in e]
+    assert errors == [{"error": {"message": "the answer failed: ValueError: bad token id", "type": "server_error"}}]
+    assert events[-1] == "data: [DONE]\n\n" and "ValueError: bad token id" in caplog.text
+    assert caplog.records[0].exc_info is not None
+
+
 def test_stream_options_are_understood():
     request = parse_request({"messages": [{"role": "user", "content": "hi"}], "stream": True,
                              "stream_options": {"include_usage": True}, "seed": 3}, 1000)

@@ -6,13 +6,14 @@ from app.conversation import (
     ChatSampling,
     FittedPrompt,
     answer_sampling,
+    chat_defaults,
     clamp_sampling,
     clean_message,
     fit_to_context,
 )
 from app.engine.protocol import Sampling
 from app.errors import PromptTooLongError
-from app.settings import API_SAMPLING_BOUNDS
+from app.settings import ANSWERS, API_SAMPLING_BOUNDS
 
 
 class CharTemplate:
@@ -81,27 +82,28 @@ def test_answer_budget_shrinks_with_a_notice_when_needed():
     ({"temperature": float("nan")}, "temperature", 0.8),
 ])
 def test_out_of_range_sampling_is_corrected_and_reported(raw, name, expected):
-    choice = clamp_sampling(raw, {"temperature": 0.8, "top_p": 0.8, "max_tokens": 512}, 2048)
+    choice = clamp_sampling(raw, {"temperature": 0.8, "top_p": 0.8, "max_tokens": 512, "answers": 1}, 2048)
     assert getattr(choice.chosen, name) == expected
     assert [c[0] for c in choice.corrections] == [name]
 
 
 def test_in_range_sampling_is_kept():
     choice = clamp_sampling({"temperature": 0.3, "top_p": 0.9, "max_tokens": 64},
-                            {"temperature": 0.8, "top_p": 0.8, "max_tokens": 512}, 2048)
-    assert choice.chosen == ChatSampling(temperature=0.3, top_p=0.9, max_tokens=64) and not choice.corrections
+                            {"temperature": 0.8, "top_p": 0.8, "max_tokens": 512, "answers": 1}, 2048)
+    assert choice.chosen == ChatSampling(temperature=0.3, top_p=0.9, max_tokens=64, answers=1)
+    assert not choice.corrections
 
 
 def test_defaults_are_filled_in_once_and_v1_keeps_its_own_answer_range():
     """The panel's missing values, a stored chat's None and /v1's unset fields all take the chat's defaults in
     clamp_sampling, the one place; the panel's answer length stops at its cap, /v1's at API_SAMPLING_BOUNDS
     (down to one token, up to the bound: the prompt's fitting then gives what the context leaves)."""
-    defaults = {"temperature": 0.6, "top_p": 0.7, "max_tokens": 300}
+    defaults = {"temperature": 0.6, "top_p": 0.7, "max_tokens": 300, "answers": 1}
     panel = clamp_sampling({"max_tokens": 10**6, "top_p": None}, defaults, 1024)
-    assert panel.chosen == ChatSampling(temperature=0.6, top_p=0.7, max_tokens=1024)
+    assert panel.chosen == ChatSampling(temperature=0.6, top_p=0.7, max_tokens=1024, answers=1)
     assert [c[0] for c in panel.corrections] == ["max_tokens"]  # None is "not set", not a garbled value
     v1 = clamp_sampling({"max_tokens": 1, "seed": None}, defaults, bounds=API_SAMPLING_BOUNDS).chosen
-    assert v1 == ChatSampling(temperature=0.6, top_p=0.7, max_tokens=1) and isinstance(v1.max_tokens, int)
+    assert v1 == ChatSampling(temperature=0.6, top_p=0.7, max_tokens=1, answers=1) and isinstance(v1.max_tokens, int)
     long = clamp_sampling({"max_tokens": 20000}, defaults, bounds=API_SAMPLING_BOUNDS)
     assert long.chosen.max_tokens == 20000 and not long.corrections
     assert clamp_sampling({"seed": True}, defaults).chosen.seed is None  # a bool is no seed
@@ -143,7 +145,7 @@ def test_an_estimate_that_comes_up_short_still_fits():
 
 
 def test_new_chats_take_the_models_sampling_defaults_unless_the_user_set_ours():
-    from app.conversation import chat_defaults
+
     from app.settings import ChatSettings
 
     generation_config = {"temperature": 0.6, "top_p": 0.7}
@@ -156,14 +158,15 @@ def test_new_chats_take_the_models_sampling_defaults_unless_the_user_set_ours():
 def test_the_ui_and_v1_sample_by_one_rule():
     """What was asked for, else the chat's defaults, filled in once (clamp_sampling); the answer budget is what the
     prompt left."""
-    defaults = {"temperature": 0.8, "top_p": 0.8, "max_tokens": 512}
+    defaults = {"temperature": 0.8, "top_p": 0.8, "max_tokens": 512, "answers": 1}
     fitted = FittedPrompt([1, 2, 3], dropped_messages=0, max_tokens=100, shortened=True)
     panel = clamp_sampling({}, defaults, 2048)
-    assert panel.chosen == ChatSampling(temperature=0.8, top_p=0.8, max_tokens=512) and not panel.corrections
+    assert panel.chosen == ChatSampling(temperature=0.8, top_p=0.8, max_tokens=512, answers=1) and not panel.corrections
     assert answer_sampling(panel.chosen, fitted) == Sampling(temperature=0.8, top_p=0.8, max_tokens=100)
     asked = {"temperature": 0, "top_p": None, "max_tokens": None, "seed": 7}  # /v1: unset is None; 0 is a value
     v1 = clamp_sampling(asked, defaults, bounds=API_SAMPLING_BOUNDS)
-    assert v1.chosen == ChatSampling(temperature=0.0, top_p=0.8, max_tokens=512, seed=7) and not v1.corrections
+    assert v1.chosen == ChatSampling(temperature=0.0, top_p=0.8, max_tokens=512, seed=7, answers=1)
+    assert not v1.corrections
     assert answer_sampling(v1.chosen, fitted) == Sampling(temperature=0.0, top_p=0.8, max_tokens=100, seed=7)
     # The model's end tokens (app/engine/end_of_turn.py) reach the engine with every answer, and a benchmark's
     # ignore_eos drops them: its answer writes all max_tokens.
@@ -182,15 +185,17 @@ def test_one_definition_of_the_sampling_bounds():
 
     for name, bound in API_SAMPLING_BOUNDS.items():
         below = bound.low - (1 if bound.integer else 0.01)
+        field = "n" if name == ANSWERS else name  # /v1 asks for answers at once as OpenAI does
         with pytest.raises(ValidationError):
-            ChatRequest(messages=[{"role": "user", "content": "hi"}], **{name: below})
-        ChatRequest(messages=[{"role": "user", "content": "hi"}], **{name: bound.low})
+            ChatRequest(messages=[{"role": "user", "content": "hi"}], **{field: below})
+        ChatRequest(messages=[{"role": "user", "content": "hi"}], **{field: bound.low})
     for name, bound in SAMPLING_BOUNDS.items():
         below = bound.low - (1 if bound.integer else 0.01)
-        with pytest.raises(ValidationError):
-            ChatSettings(_env_file=None, **{name: below})
-        assert getattr(clamp_sampling({name: below}, {"temperature": 0.8, "top_p": 0.8, "max_tokens": 512},
-                                      10**6).chosen, name) == bound.low
+        if name != ANSWERS:  # the chat's own setting: no server flag
+            with pytest.raises(ValidationError):
+                ChatSettings(_env_file=None, **{name: below})
+        defaults = {"temperature": 0.8, "top_p": 0.8, "max_tokens": 512, ANSWERS: 1}
+        assert getattr(clamp_sampling({name: below}, defaults, 10**6).chosen, name) == bound.low
 
 
 def test_an_answer_cut_at_its_limit_is_continued_from_a_prompt_that_ends_with_it(tmp_path):
@@ -208,19 +213,29 @@ def test_an_answer_cut_at_its_limit_is_continued_from_a_prompt_that_ends_with_it
 
 
 def test_the_answers_at_once_are_one_unless_asked_and_never_past_the_cap():
-    """The chat's "Answers at once" and /v1's n share ANSWERS_AT_ONCE (1-4): a forged panel value is brought into
-    it and reported, as any setting is (app/ui/answer.py words that report as the cap's own line)."""
-    from app.settings import ANSWERS_AT_ONCE
+    """The chat's "Answers at once" and /v1's n share one bound in SAMPLING_BOUNDS (1-4, whole numbers): a forged
+    panel value is brought into it, a fraction rounded, and each reported with the setting's name and range."""
+    from app.settings import ANSWERS_AT_ONCE, SAMPLING_BOUNDS, ChatSettings
+    from app.ui.answer import setting_fixed
 
-    defaults = {"temperature": 0.8, "top_p": 0.8, "max_tokens": 512, "answers": 1}
+    defaults = chat_defaults(ChatSettings(_env_file=None), {}, 1024)
+    assert defaults[ANSWERS] == 1 and ANSWERS_AT_ONCE is SAMPLING_BOUNDS[ANSWERS] and ANSWERS_AT_ONCE.integer
     assert clamp_sampling({}, defaults).chosen.answers == 1
-    assert clamp_sampling({"answers": 3.0}, defaults).chosen.answers == 3  # the panel's slider keeps floats
+    assert clamp_sampling({"answers": 3.0}, defaults) == clamp_sampling({"answers": 3}, defaults)  # the slider's float
     capped = clamp_sampling({"answers": 9}, defaults)
     assert capped.chosen.answers == 4 and [c[:2] + c[3:] for c in capped.corrections] == [("answers", 9, 4)]
     assert str(capped.corrections[0][2]) == str(ANSWERS_AT_ONCE) == "1..4"
     garbled = clamp_sampling({"answers": "many"}, defaults)
     assert garbled.chosen.answers == 1 and [c[0] for c in garbled.corrections] == ["answers"]
-    assert clamp_sampling({"answers": 0}, {k: v for k, v in defaults.items() if k != "answers"}).chosen.answers == 1
+    for asked, used in ((0, 1), (-2, 1), (2.7, 3), (2.5, 3), (2.2, 2)):
+        choice = clamp_sampling({"answers": asked}, defaults)
+        assert choice.chosen.answers == used and [c[3] for c in choice.corrections] == [used]
+        (name, value, bound, fixed), = choice.corrections
+        line = setting_fixed("en-US", name, value, bound, fixed)
+        assert line == f"Answers at once: 1 to 4, whole numbers; {asked} was asked for, so {used} is used."
+        assert setting_fixed("zh-CN", name, value, bound, fixed).startswith("同时回答数：1 到 4（整数）")
+    line = setting_fixed("en-US", *clamp_sampling({"temperature": 3}, defaults).corrections[0])
+    assert line == "temperature: 0 to 2; 3 was asked for, so 2 is used."
 
 
 def test_several_answers_get_their_own_seeds_only_when_one_is_asked_for():
