@@ -29,6 +29,14 @@ STRINGS: dict[str, dict[str, str]] = {
         "version_previous": "Previous version",
         "version_next": "Next version",
         "version_place": "Version {shown}/{count}",
+        "branch_previous": "Previous branch",
+        "branch_next": "Next branch",
+        "branch_place": "Branch {shown}/{count}",
+        "branches_full": "This question already keeps {limit} branches, the most one question keeps: the edit was "
+                         "not made, and every branch is still here (◀ ▶). Fork the chat from an answer to go on "
+                         "from there.",
+        "fork": "Fork into a new chat",
+        "fork_name": "Fork of {name}",
         "versions_full": "This answer already keeps {limit} versions, the most one answer keeps: nothing was "
                          "regenerated, and every version is still here (◀ ▶). Ask again in a new message instead.",
         "length_limit": "The answer reached its length limit ({tokens} tokens): Continue writes more of it (Settings "
@@ -171,6 +179,13 @@ STRINGS: dict[str, dict[str, str]] = {
         "version_previous": "上一个版本",
         "version_next": "下一个版本",
         "version_place": "版本 {shown}/{count}",
+        "branch_previous": "上一个分支",
+        "branch_next": "下一个分支",
+        "branch_place": "分支 {shown}/{count}",
+        "branches_full": "这个问题已保存 {limit} 个分支，已达上限：本次编辑未生效，所有分支都仍在（◀ ▶）。"
+                         "可从某个回答分叉出新对话，在那里继续。",
+        "fork": "分叉为新对话",
+        "fork_name": "{name} 的分叉",
         "versions_full": "这个回答已保存 {limit} 个版本，已达上限：本次未重新生成，所有版本都仍在（◀ ▶）。"
                          "如需再问，请发送一条新消息。",
         "length_limit": "回答已达到长度上限（{tokens} 个 token）：点击“继续”接着写（在设置 -> 最大生成长度 "
