@@ -63,9 +63,10 @@ def wait_answers(page, texts: list[str]) -> None:
 
 
 def edit_question(page, index: int, text: str) -> None:
-    question = page.locator(QUESTIONS).nth(index)
-    question.hover()
-    question.locator(".edit-message").click()
+    # The pencil shows while the bubble's row is hovered (the attached file is drawn above that row).
+    row = page.locator(QUESTIONS).nth(index).locator("div.group").first
+    row.hover()
+    row.locator(".edit-message").click()
     page.fill("#edit-chat-input", text)
     page.click(".confirm-edit")
 
