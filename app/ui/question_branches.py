@@ -45,15 +45,16 @@ def arrows_props(question_id: str, metadata: Optional[dict[str, Any]], language:
             "previous": arrow(BRANCH_PREVIOUS, shown - 1), "next": arrow(BRANCH_NEXT, shown + 1)}
 
 
-async def show_arrows(question_id: str, metadata: Optional[dict[str, Any]], language: str) -> None:
-    """Draw (or redraw in place) the question's arrows, when it has branches. Never stored: they are drawn from
-    the question's metadata whenever the chat is shown."""
+async def show_arrows(question_id: str, metadata: Optional[dict[str, Any]], language: str) -> Optional[dict]:
+    """Draw (or redraw in place) the question's arrows, when it has branches; returns the element sent. Never
+    stored: they are drawn from the question's metadata whenever the chat is shown."""
     props = arrows_props(question_id, metadata, language)
     if props is None:
-        return
+        return None
     element = cl.CustomElement(name=BRANCH_ARROWS, props=props, display="inline",
                                id=str(uuid.uuid5(_ARROWS_IDS, question_id)))
     await element.send(for_id=question_id, persist=False)
+    return dict(element.to_dict())
 
 
 def _kept(message: cl.Message) -> dict[str, Any]:
@@ -78,7 +79,10 @@ async def _show_again(question: cl.Message, later: list[cl.Message]) -> None:
     """The page took the edit as made (its new text shown, the later messages gone): show the chat as it is."""
     await question.update()
     for message in later:
-        await message.send()  # stored already: sent to the page again, not stored again
+        # Stored already: sent to the page again, not stored again; its buttons are still on the page.
+        actions, message.actions = message.actions, []
+        await message.send()
+        message.actions = actions
 
 
 async def show_branch(action: cl.Action) -> None:
@@ -123,7 +127,11 @@ async def show_messages(kept: list[dict[str, Any]], language: str) -> None:
 
 
 async def show_arrows_on_resume(thread: dict[str, Any], language: str) -> None:
-    """A reopened chat: each question with branches gets its arrows, for the branch last shown."""
-    for step in thread.get("steps", []):
-        if step.get("type") == USER_MESSAGE:
-            await show_arrows(step["id"], step.get("metadata"), language)
+    """A reopened chat: each question with branches gets its arrows, for the branch last shown. Chainlit calls
+    on_chat_resume before it sends the chat to the page, which then replaces its elements with the chat's: the
+    arrows ride in the chat about to be sent (as the status panel does, app/ui/status_panel.py)."""
+    arrows = [await show_arrows(step["id"], step.get("metadata"), language)
+              for step in thread.get("steps", []) if step.get("type") == USER_MESSAGE]
+    drawn = [element for element in arrows if element is not None]
+    if drawn:
+        thread["elements"] = [*(thread.get("elements") or ()), *drawn]

@@ -155,7 +155,9 @@ def test_an_edit_makes_a_branch_switches_back_forks_and_is_kept(browser, real_mo
         assert {m["threadId"] for m in steps} == {fork}
         # The chat it came from keeps both branches.
         _, _, origin = stored_chat(data / "chats.db", thread)
-        assert len(origin[0]["metadata"]["branches"]) == 2
+        asked = [s for s in origin if s["type"] == "user_message"]
+        assert [q["output"] for q in asked] == [QUESTION, FOLLOW_UP]
+        assert [b["text"] for b in asked[0]["metadata"]["branches"]] == [QUESTION, EDITED], asked[0]
         page.context.close()
     finally:
         first.stop()
