@@ -3,9 +3,8 @@
 The guard matters: vLLM's CPU platform starts its engine with the spawn method, which re-imports this
 file as ``__mp_main__``; nothing may start at import.
 """
-import sys
 
 if __name__ == "__main__":
-    from app.launcher import main
+    from app.launcher import leave, main
 
-    sys.exit(main())
+    leave(main())

@@ -30,11 +30,12 @@ from app.conversation import (
     clamp_sampling,
     clean_message,
     fit_to_context,
+    several_samplings,
 )
-from app.engine.protocol import Sampling
+from app.engine.protocol import Delta, Sampling
 from app.errors import BadRequestError, EngineUnavailable, ErnieChatError, error_body, error_response
 from app.runtime import Runtime
-from app.settings import API_SAMPLING_BOUNDS
+from app.settings import ANSWERS, ANSWERS_AT_ONCE, API_SAMPLING_BOUNDS
 
 if TYPE_CHECKING:
     from openai.types import CompletionUsage
@@ -67,6 +68,8 @@ class ChatRequest(BaseModel):
     temperature: Optional[float] = Field(None, ge=_T.low, le=_T.high)
     top_p: Optional[float] = Field(None, ge=_P.low, le=_P.high)
     seed: Optional[int] = Field(None, ge=SEED_LOW, le=SEED_HIGH)
+    # Choices for the one prompt: the chat's answers at once, under the same cap.
+    n: Optional[int] = Field(None, ge=ANSWERS_AT_ONCE.low, le=ANSWERS_AT_ONCE.high)
     stream: bool = False
     stream_options: Optional[StreamOptions] = None
 
@@ -132,34 +135,49 @@ def build_router() -> APIRouter:
             body = parse_request(raw, rt.settings.chat.max_request_messages)
             if not rt.host.ready:
                 raise EngineUnavailable(f"engine not ready: {rt.host.status.state.value}")
-            fitted, sampling = await _prompt(rt, body, prompt_thread)
+            fitted, samplings = await _prompt(rt, body, prompt_thread)
         except ErnieChatError as err:
             return error_response(err)
         completion_id = f"chatcmpl-{uuid.uuid4().hex}"
         rt.metrics.messages.inc()
         if body.stream:
             usage = bool(body.stream_options and body.stream_options.include_usage)
-            return StreamingResponse(_stream(rt, fitted, sampling, completion_id, usage),
+            return StreamingResponse(_stream(rt, fitted, samplings, completion_id, usage),
                                      media_type="text/event-stream")
-        answer = asyncio.ensure_future(_whole_answer(rt, fitted, sampling))
+        answer = asyncio.ensure_future(_whole_answers(rt, fitted, samplings))
         if not await _answered_before_client_left(request, answer):
-            return Response(status_code=499)  # nobody reads it; the engine request is already aborted
+            return Response(status_code=499)  # nobody reads it; the engine requests are already aborted
         try:
-            text, tokens, reason = answer.result()
+            answers = answer.result()
         except ErnieChatError as err:
             return error_response(err)
-        return _completion(completion_id, fitted, text, tokens, reason)
+        return _completion(completion_id, fitted, answers)
 
     return router
 
 
-async def _whole_answer(rt: Runtime, fitted: FittedPrompt, sampling: Sampling) -> tuple[str, int, Optional[str]]:
+WholeAnswer = tuple[str, int, Optional[str]]  # its text, its tokens, why it ended
+
+
+async def _whole_answer(rt: Runtime, fitted: FittedPrompt, sampling: Sampling) -> WholeAnswer:
     parts, tokens, reason = [], 0, None
     async for delta in rt.host.stream(fitted.token_ids, sampling, owner=API_CLIENTS):
         parts.append(delta.text)
         tokens += delta.new_tokens
         reason = delta.finish_reason or reason
     return "".join(parts), tokens, reason
+
+
+async def _whole_answers(rt: Runtime, fitted: FittedPrompt, samplings: list[Sampling]) -> list[WholeAnswer]:
+    """Every choice, each an engine request of its own in /v1's turn of the queue (as the chat's answers at once
+    are); the first error ends them all (gather cancels the rest, which aborts their engine requests)."""
+    answers = [asyncio.ensure_future(_whole_answer(rt, fitted, sampling)) for sampling in samplings]
+    try:
+        return list(await asyncio.gather(*answers))
+    finally:
+        for answer in answers:
+            answer.cancel()
+        await asyncio.gather(*answers, return_exceptions=True)
 
 
 async def _answered_before_client_left(request: Request, answer: asyncio.Future) -> bool:
@@ -187,8 +205,9 @@ async def _disconnected(request: Request) -> None:
         pass
 
 
-async def _prompt(rt: Runtime, body: ChatRequest, pool: ThreadPoolExecutor) -> tuple[FittedPrompt, Sampling]:
-    """The request's prompt and sampling, by the chat UI's rules (defaults from the model's generation_config)."""
+async def _prompt(rt: Runtime, body: ChatRequest, pool: ThreadPoolExecutor) -> tuple[FittedPrompt, list[Sampling]]:
+    """The request's prompt and each choice's sampling, by the chat UI's rules (defaults from the model's
+    generation_config; with a seed, choice ``i`` gets ``seed + i``)."""
     chat = rt.settings.chat
     messages = [{"role": m.role, "content": clean_message(m.content).text} for m in body.messages]
     if messages[-1]["role"] != "user" or not messages[-1]["content"].strip():
@@ -197,14 +216,14 @@ async def _prompt(rt: Runtime, body: ChatRequest, pool: ThreadPoolExecutor) -> t
         raise BadRequestError(f"messages: over {chat.max_message_chars * 4:,} characters in all")
     defaults = chat_defaults(chat, rt.generation_defaults, rt.max_model_len)
     # Checked already (ChatRequest's fields carry API_SAMPLING_BOUNDS): this only fills in what was not asked for.
-    asked = clamp_sampling(body.model_dump(include={"temperature", "top_p", "max_tokens", "seed"}), defaults,
-                           bounds=API_SAMPLING_BOUNDS).chosen
+    asked = clamp_sampling({**body.model_dump(include={"temperature", "top_p", "max_tokens", "seed"}), ANSWERS: body.n},
+                           defaults, bounds=API_SAMPLING_BOUNDS).chosen
     system = "\n".join(m["content"] for m in messages if m["role"] == "system")
     turns = [m for m in messages if m["role"] != "system"]
     fitted = await asyncio.get_running_loop().run_in_executor(
         pool, fit_to_context, system, turns[:-1], turns[-1]["content"], rt.max_model_len,
         asked.max_tokens, ChatTemplate(rt.tokenizer))
-    return fitted, answer_sampling(asked, fitted, rt.model.stop_token_ids)
+    return fitted, several_samplings(answer_sampling(asked, fitted, rt.model.stop_token_ids), asked.answers)
 
 
 # The answers are built with the `openai` package's types, unvalidated (model_construct): the finish reason goes
@@ -214,6 +233,7 @@ async def _prompt(rt: Runtime, body: ChatRequest, pool: ThreadPoolExecutor) -> t
 
 
 def _usage(fitted: FittedPrompt, tokens: int) -> CompletionUsage:
+    """OpenAI's count: the prompt once, however many choices; the tokens of every choice."""
     from openai.types import CompletionUsage
 
     prompt = len(fitted.token_ids)
@@ -226,21 +246,22 @@ def _openai_finish(reason: Optional[str]) -> Any:
     return reason
 
 
-def _completion(completion_id: str, fitted: FittedPrompt, text: str, tokens: int,
-                finish_reason: Optional[str]) -> dict[str, Any]:
+def _completion(completion_id: str, fitted: FittedPrompt, answers: list[WholeAnswer]) -> dict[str, Any]:
     from openai.types.chat import ChatCompletion, ChatCompletionMessage
     from openai.types.chat.chat_completion import Choice
 
-    message = ChatCompletionMessage.model_construct(role="assistant", content=text)
+    choices = [Choice.model_construct(index=index, message=ChatCompletionMessage.model_construct(role="assistant",
+                                                                                                 content=text),
+                                      finish_reason=_openai_finish(reason))
+               for index, (text, _, reason) in enumerate(answers)]
     completion = ChatCompletion.model_construct(
-        id=completion_id, object="chat.completion", created=int(time.time()), model=MODEL_ID,
-        choices=[Choice.model_construct(index=0, message=message, finish_reason=_openai_finish(finish_reason))],
-        usage=_usage(fitted, tokens),
+        id=completion_id, object="chat.completion", created=int(time.time()), model=MODEL_ID, choices=choices,
+        usage=_usage(fitted, sum(tokens for _, tokens, _ in answers)),
         ernie_chat={"dropped_messages": fitted.dropped_messages})  # ours: old messages left out to fit
     return completion.model_dump(exclude_unset=True)
 
 
-async def _stream(rt: Runtime, fitted: FittedPrompt, sampling: Sampling, completion_id: str,
+async def _stream(rt: Runtime, fitted: FittedPrompt, samplings: list[Sampling], completion_id: str,
                   include_usage: bool) -> AsyncIterator[str]:
     from openai.types.chat import ChatCompletionChunk
     from openai.types.chat.chat_completion_chunk import Choice as ChunkChoice
@@ -254,19 +275,52 @@ async def _stream(rt: Runtime, fitted: FittedPrompt, sampling: Sampling, complet
                                                         created=created, model=MODEL_ID, choices=choices,
                                                         **extra).model_dump(exclude_unset=True))
 
-    def choice(delta: ChoiceDelta, finish_reason: Optional[str]) -> ChunkChoice:
-        return ChunkChoice.model_construct(index=0, delta=delta, finish_reason=_openai_finish(finish_reason))
+    def choice(index: int, delta: ChoiceDelta, finish_reason: Optional[str]) -> ChunkChoice:
+        return ChunkChoice.model_construct(index=index, delta=delta, finish_reason=_openai_finish(finish_reason))
 
-    yield chunk([choice(ChoiceDelta.model_construct(role="assistant", content=""), None)])
+    for index in range(len(samplings)):
+        yield chunk([choice(index, ChoiceDelta.model_construct(role="assistant", content=""), None)])
     tokens = 0
     try:
-        async for delta in rt.host.stream(fitted.token_ids, sampling, owner=API_CLIENTS):
+        async for index, delta in _interleaved(rt, fitted, samplings):
             tokens += delta.new_tokens
             if delta.text or delta.finished:
                 text: dict[str, Any] = {"content": delta.text} if delta.text else {}
-                yield chunk([choice(ChoiceDelta.model_construct(**text), delta.finish_reason)])
+                yield chunk([choice(index, ChoiceDelta.model_construct(**text), delta.finish_reason)])
     except ErnieChatError as err:
         yield _sse(error_body(err))
     if include_usage:  # OpenAI's shape: a last chunk with no choices and the request's usage
         yield chunk([], _usage(fitted, tokens))
     yield "data: [DONE]\n\n"
+
+
+async def _interleaved(rt: Runtime, fitted: FittedPrompt,
+                       samplings: list[Sampling]) -> AsyncIterator[tuple[int, Delta]]:
+    """Every choice's pieces as they come, each with its choice's index: one engine request per choice, in /v1's
+    turn of the queue. The first error ends them all; a client that leaves (the stream closed) aborts them all."""
+    pieces: asyncio.Queue[tuple[int, Optional[Delta], Optional[BaseException]]] = asyncio.Queue()
+
+    async def one(index: int, sampling: Sampling) -> None:
+        try:
+            async for delta in rt.host.stream(fitted.token_ids, sampling, owner=API_CLIENTS):
+                await pieces.put((index, delta, None))
+        except ErnieChatError as err:
+            await pieces.put((index, None, err))
+        finally:
+            await pieces.put((index, None, None))
+
+    writers = [asyncio.ensure_future(one(index, sampling)) for index, sampling in enumerate(samplings)]
+    try:
+        ended = 0
+        while ended < len(writers):
+            index, delta, failed = await pieces.get()
+            if failed is not None:
+                raise failed
+            if delta is None:
+                ended += 1
+            else:
+                yield index, delta
+    finally:
+        for writer in writers:
+            writer.cancel()
+        await asyncio.gather(*writers, return_exceptions=True)

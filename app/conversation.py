@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import unicodedata
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Optional
 
 from app.control_characters import CONTROLS_IN_TEXT as _CONTROL
 from app.engine.protocol import Sampling
 from app.errors import PromptTooLongError
-from app.settings import SAMPLING_BOUNDS, Bound, ChatSettings
+from app.settings import ANSWERS, ANSWERS_AT_ONCE, SAMPLING_BOUNDS, Bound, ChatSettings
 from app.token_count import count_with
 
 Message = dict[str, str]  # {"role": "user" | "assistant" | "system", "content": str}
@@ -169,6 +169,7 @@ def chat_defaults(chat: ChatSettings, generation_config: Mapping[str, Any], max_
         else float(generation_config.get("temperature", chat.temperature)),
         "top_p": chat.top_p if "top_p" in explicit else float(generation_config.get("top_p", chat.top_p)),
         "max_tokens": min(chat.max_tokens, max_tokens_cap(max_model_len)),
+        ANSWERS: int(ANSWERS_AT_ONCE.low),
     }
 
 
@@ -186,6 +187,7 @@ class ChatSampling:
     top_p: float
     max_tokens: int  # asked for; the answer gets at most what the prompt leaves (FittedPrompt.max_tokens)
     seed: Optional[int] = None  # /v1's seed; the settings panel has none
+    answers: int = 1  # written at once, each a version of one answer (/v1: n choices)
 
 
 @dataclass(frozen=True)
@@ -204,17 +206,18 @@ def clamp_sampling(raw: Mapping[str, object], defaults: Mapping[str, Any], answe
     (API_SAMPLING_BOUNDS), which its request model has already checked."""
     values: dict[str, float] = {}
     corrections: list[tuple[str, object, Bound, float]] = []
-    for name, bound in bounds.items():
+    for name, bound in {**bounds, ANSWERS: ANSWERS_AT_ONCE}.items():
         high = min(bound.high, answer_cap) if name == "max_tokens" and answer_cap is not None else bound.high
+        default = defaults.get(name, bound.low)  # answers: one, unless the chat asks for more
         value: object = raw.get(name)
         if value is None:
-            value = defaults[name]
+            value = default
         try:
             number = float(value)  # type: ignore[arg-type]
             if number != number:  # NaN
                 raise ValueError
         except (TypeError, ValueError):
-            number = float(defaults[name])
+            number = float(default)
             corrections.append((name, value, Bound(bound.low, high), number))
         else:
             clamped = min(max(number, bound.low), high)
@@ -224,7 +227,7 @@ def clamp_sampling(raw: Mapping[str, object], defaults: Mapping[str, Any], answe
         values[name] = number
     seed = raw.get("seed")
     chosen = ChatSampling(temperature=values["temperature"], top_p=values["top_p"],
-                          max_tokens=int(values["max_tokens"]),
+                          max_tokens=int(values["max_tokens"]), answers=int(values[ANSWERS]),
                           seed=seed if isinstance(seed, int) and not isinstance(seed, bool) else None)
     return SamplingChoice(chosen, corrections)
 
@@ -234,6 +237,20 @@ def answer_sampling(chosen: ChatSampling, fitted: FittedPrompt, stop_token_ids: 
     answer budget the prompt left and the tokens the answer ends at (the model's, ``ModelFiles.stop_token_ids``)."""
     return Sampling(temperature=chosen.temperature, top_p=chosen.top_p, max_tokens=fitted.max_tokens,
                     seed=chosen.seed, stop_token_ids=tuple(stop_token_ids))
+
+
+def several_samplings(sampling: Sampling, count: int) -> list[Sampling]:
+    """How each of ``count`` answers written at once is sampled: alike, except that a seed asked for gives answer
+    ``i`` the seed ``seed + i`` (as vLLM's own ``n`` does), so they differ and the same request gives the same
+    answers again. Without a seed each answer draws its own; at temperature 0 they are the same answer."""
+    if sampling.seed is None:
+        return [sampling] * count
+    return [replace(sampling, seed=_wrapped_seed(sampling.seed + i)) for i in range(count)]
+
+
+def _wrapped_seed(seed: int) -> int:
+    """A seed within vLLM's range (a 64-bit signed integer): the largest one asked for plus ``i`` wraps around."""
+    return (seed + 2**63) % 2**64 - 2**63
 
 
 def stats_line_values(tokens: int, ttft: Optional[float], decode_seconds: float) -> dict[str, float]:

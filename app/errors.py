@@ -52,6 +52,10 @@ class InsecureBindError(ErnieChatError):
     """Asked to listen beyond loopback without an auth token."""
 
 
+class ImportRefused(ErnieChatError):
+    """A file or a chat that import does not read; the message is the reason, in one line."""
+
+
 # ----- while serving a request ------------------------------------------------------------------------
 class BadRequestError(ErnieChatError):
     """This request cannot be served as sent (shape, size, values); the caller must change it."""

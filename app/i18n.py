@@ -37,6 +37,15 @@ STRINGS: dict[str, dict[str, str]] = {
                          "from there.",
         "fork": "Fork into a new chat",
         "fork_name": "Fork of {name}",
+        "answers_capped": "At most {limit} answers are written at once to one question: {value} was asked for, so "
+                          "{used} are written.",
+        "answers_same": "Temperature is 0, so these {count} answers will be the same: raise the temperature "
+                        "(Settings) for different ones.",
+        "versions_room": "This answer keeps at most {limit} versions: {room} of the {asked} answers asked for are "
+                         "written, and every earlier version is still here (◀ ▶).",
+        "answers_command": "Several answers",
+        "answers_command_description": "Answer this message several ways at once, kept as versions of one answer "
+                                       "(◀ ▶): as many as Settings -> Answers at once, or 3 when it is 1",
         "versions_full": "This answer already keeps {limit} versions, the most one answer keeps: nothing was "
                          "regenerated, and every version is still here (◀ ▶). Ask again in a new message instead.",
         "length_limit": "The answer reached its length limit ({tokens} tokens): Continue writes more of it (Settings "
@@ -111,6 +120,7 @@ STRINGS: dict[str, dict[str, str]] = {
         "setting_temperature": "Temperature",
         "setting_top_p": "top_p",
         "setting_max_tokens": "Max answer tokens",
+        "setting_answers": "Answers at once (kept as versions of one answer)",
         # starters: (label, message)
         "starter_quantum_label": "Quantum entanglement in 3 sentences",
         "starter_quantum": "请用三句话解释量子纠缠，要求通俗易懂",
@@ -186,6 +196,13 @@ STRINGS: dict[str, dict[str, str]] = {
                          "可从某个回答分叉出新对话，在那里继续。",
         "fork": "分叉为新对话",
         "fork_name": "{name} 的分叉",
+        "answers_capped": "同一个问题一次最多生成 {limit} 个回答：请求了 {value} 个，将生成 {used} 个。",
+        "answers_same": "温度为 0，这 {count} 个回答将完全相同：在设置中调高温度即可得到不同的回答。",
+        "versions_room": "每个回答最多保存 {limit} 个版本：请求的 {asked} 个回答中将生成 {room} 个，"
+                         "之前的版本都仍在（◀ ▶）。",
+        "answers_command": "多个回答",
+        "answers_command_description": "同时用几种方式回答这条消息，保存为同一回答的多个版本（◀ ▶）："
+                                       "数量取设置中的“同时回答数”，为 1 时生成 3 个",
         "versions_full": "这个回答已保存 {limit} 个版本，已达上限：本次未重新生成，所有版本都仍在（◀ ▶）。"
                          "如需再问，请发送一条新消息。",
         "length_limit": "回答已达到长度上限（{tokens} 个 token）：点击“继续”接着写（在设置 -> 最大生成长度 "
@@ -248,6 +265,7 @@ STRINGS: dict[str, dict[str, str]] = {
         "setting_temperature": "温度 temperature",
         "setting_top_p": "top_p",
         "setting_max_tokens": "最大生成长度 (token)",
+        "setting_answers": "同时回答数（保存为同一回答的多个版本）",
         "starter_quantum_label": "量子纠缠，三句话",
         "starter_quantum": "请用三句话解释量子纠缠，要求通俗易懂",
         "starter_poem_label": "写一首关于大海的短诗",

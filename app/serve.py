@@ -76,9 +76,12 @@ def serve(settings: AppSettings, plan: EnginePlan, launched_at: float) -> int:
     _quiet_resource_tracker()
     watcher = start_watcher(records)
     _run_until_signal(server, runtime)
+    log.info("shutdown: web server stopped")
     _reap_engine_processes(keep=watcher.pid if watcher else None)
+    log.info("shutdown: engine processes gone")
     stop_watcher(watcher)
     _stop_resource_tracker()
+    log.info("shutdown: done, leaving")
     if failure:
         raise failure[0]
     return 0
@@ -143,6 +146,8 @@ def _tell_runtime_on_signal(server, runtime: Runtime) -> None:
     handle_exit = server.handle_exit
 
     def stopping(sig, frame) -> None:
+        # Each shutdown step logs a line: their times say where an exit's seconds go.
+        log.info("shutdown: %s received", signal.Signals(sig).name)
         runtime.stopping = True
         handle_exit(sig, frame)
 

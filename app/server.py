@@ -107,11 +107,12 @@ def create_app(runtime: Runtime) -> FastAPI:
             ended_logins.cancel()
             if sampler:
                 sampler.cancel()
-            log.info("shutting down the engine")
+            log.info("shutdown: stopping the engine")
             await runtime.host.shutdown()
-            log.info("engine shut down")
+            log.info("shutdown: engine stopped")
             if runtime.history is not None:  # the chat database's last queued writes
                 await runtime.history.close()
+                log.info("shutdown: chat database closed")
             shutil.rmtree(files_dir, ignore_errors=True)
 
     app = FastAPI(lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None,

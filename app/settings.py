@@ -67,6 +67,11 @@ SAMPLING_BOUNDS = {
     "top_p": Bound(0.05, 1.0),
     "max_tokens": Bound(16, 32768, integer=True),
 }
+# Answers written at once to one question, kept as versions of one answer (1: the usual single answer): the chat's
+# "Answers at once" and /v1's ``n``. Each takes a slot of the engine's fair queue as one answer does, so one question
+# holds at most four of a user's turns, and one answer's ten versions (app/history/messages.py MAX_VERSIONS) hold
+# two rounds of them and more.
+ANSWERS, ANSWERS_AT_ONCE = "answers", Bound(1, 4, integer=True)  # the chat's setting, and its range
 # /v1 takes answers down to one token, as OpenAI's API and vLLM do (a classifier asks for one); the UI's
 # slider and the chat defaults keep the bound above.
 API_SAMPLING_BOUNDS = {**SAMPLING_BOUNDS, "max_tokens": Bound(1, SAMPLING_BOUNDS["max_tokens"].high, integer=True)}

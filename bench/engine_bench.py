@@ -6,7 +6,9 @@
     python -m bench.engine_bench --model DIR --profiles auto,auto+async_scheduling=false,auto+stream_interval=8
 
 A profile may carry engine arguments on top of its plan, ``PROFILE+ARG=JSON_VALUE[+...]``: the same plan with
-one setting changed, measured interleaved with the plain one.
+one setting changed, measured interleaved with the plain one; ``PROFILE+env.NAME=VALUE`` sets an environment
+variable for that engine's core only (the plan's ``core_env``), e.g. ``auto+env.VLLM_USE_FLASHINFER_SAMPLER=0``.
+``--sampled`` samples as the chat does (temperature 0.8, top_p 0.8) instead of greedily, so the sampler runs.
 
 Profiles run interleaved (a, b, c, a, b, c, ...) so drift on a noisy machine hits them alike; compare
 only numbers from one run. Each profile is planned by app.planning.profiles for the card NVML reports, started
@@ -78,12 +80,17 @@ class PeakSampler:
         self._thread.join()
 
 
-async def one_stream(host, vocab, max_tokens, seed):
+# What --sampled decodes with: the chat's defaults (app/settings.py), which run the top-p sampler every token.
+SAMPLED = {"temperature": 0.8, "top_p": 0.8}
+GREEDY = {"temperature": 0.0, "top_p": 1.0}
+
+
+async def one_stream(host, vocab, max_tokens, seed, sampled=False):
     """One answer through the app's queue (EngineHost.stream): TTFT counts the wait for a free slot too."""
     rng = random.Random(seed)
     prompt = [rng.randrange(10, vocab - 1) for _ in range(PROMPT_TOKENS)]
     # Not detokenized: skip_tokenizer_init (below) leaves the engine without a tokenizer.
-    sampling = Sampling(temperature=0.0, top_p=1.0, max_tokens=max_tokens, ignore_eos=True)
+    sampling = Sampling(**(SAMPLED if sampled else GREEDY), max_tokens=max_tokens, ignore_eos=True)
     queued = False
 
     async def on_queued(position):
@@ -102,10 +109,10 @@ async def one_stream(host, vocab, max_tokens, seed):
             "seconds": end - start, "queued": queued}
 
 
-async def chats_at_once(host, vocab, max_tokens, n) -> dict:
+async def chats_at_once(host, vocab, max_tokens, n, sampled=False) -> dict:
     """n answers sent together: aggregate tok/s, and what each chat saw (its tok/s, its time to first token)."""
     t0 = time.perf_counter()
-    results = await asyncio.gather(*(one_stream(host, vocab, max_tokens, 1000 + i) for i in range(n)))
+    results = await asyncio.gather(*(one_stream(host, vocab, max_tokens, 1000 + i, sampled) for i in range(n)))
     wall = time.perf_counter() - t0
     ttfts = sorted(r["ttft"] for r in results)
     waited = [r["ttft"] for r in results if r["queued"]]
@@ -118,11 +125,13 @@ async def chats_at_once(host, vocab, max_tokens, n) -> dict:
 
 BENCH_PROFILES = (*PROFILES, "auto-N")  # auto-N: auto with --max-concurrent-chats N (auto-64: 64 chats at once)
 CHATS_PROFILE = re.compile(r"auto-(\d+)")
+ENV_PREFIX = "env."
 
 
 def split_variant(name: str) -> tuple[str, dict]:
     """'auto+async_scheduling=false+stream_interval=8' -> ('auto', {'async_scheduling': False,
-    'stream_interval': 8}). Raises argparse.ArgumentTypeError (one line) for anything else."""
+    'stream_interval': 8}); 'env.NAME=VALUE' settings are kept as text under their 'env.NAME' key. Raises
+    argparse.ArgumentTypeError (one line) for anything else."""
     base, *settings = name.split("+")
     if base not in BENCH_PROFILES and not CHATS_PROFILE.fullmatch(base):
         raise argparse.ArgumentTypeError(f"'{base}' is not a profile; allowed: {', '.join(BENCH_PROFILES)}")
@@ -132,7 +141,7 @@ def split_variant(name: str) -> tuple[str, dict]:
         try:
             if not (key and sep):
                 raise ValueError
-            extra[key] = json.loads(value)
+            extra[key] = value if key.startswith(ENV_PREFIX) else json.loads(value)
         except ValueError:
             raise argparse.ArgumentTypeError(
                 f"'{setting}' in '{name}' is not ARG=JSON_VALUE (e.g. auto+stream_interval=8)") from None
@@ -154,7 +163,10 @@ async def measure(name, model_dir, gpus, build, shape, vocab, args):
     settings = EngineSettings(profile="auto" if chats else profile, quick_start="off",
                               **({"max_concurrent_chats": int(chats.group(1))} if chats else {}))
     plan = plan_engine(settings, gpus, build, shape)
-    plan = replace(plan, engine_args={**plan.engine_args, "skip_tokenizer_init": True, **extra})
+    env = {key.removeprefix(ENV_PREFIX): value for key, value in extra.items() if key.startswith(ENV_PREFIX)}
+    args_extra = {key: value for key, value in extra.items() if not key.startswith(ENV_PREFIX)}
+    plan = replace(plan, engine_args={**plan.engine_args, "skip_tokenizer_init": True, **args_extra},
+                   core_env={**plan.core_env, **env})
     gpu = plan.gpu
     before = gpu_memory_used(gpu) if gpu else None
     host = EngineHost(EngineHostOptions(lambda progress: model_dir, plan, AppMetrics(),
@@ -163,7 +175,8 @@ async def measure(name, model_dir, gpus, build, shape, vocab, args):
     started = time.perf_counter()
     host.start_in_background()
     ok = await host.wait_ready(args.start_timeout)
-    row = {"profile": name, "engine_args": plan.engine_args, "ok": ok}
+    row = {"profile": name, "engine_args": plan.engine_args, "core_env": plan.core_env, "ok": ok,
+           "sampling": SAMPLED if args.sampled else GREEDY}
     if not ok:
         row["error"] = host.status.detail
         await host.shutdown()
@@ -172,13 +185,13 @@ async def measure(name, model_dir, gpus, build, shape, vocab, args):
     row["mem_before_gib"] = round((before or 0) / 2**30, 2)
     row["mem_after_load_gib"] = round((gpu_memory_used(gpu) or 0) / 2**30, 2) if gpu else None
     with PeakSampler(gpu) if gpu else _null() as sampler:
-        singles = [await one_stream(host, vocab, args.decode_tokens, i) for i in range(args.repeats)]
+        singles = [await one_stream(host, vocab, args.decode_tokens, i, args.sampled) for i in range(args.repeats)]
         row["ttft_ms"] = round(statistics.median(s["ttft"] for s in singles) * 1000, 1)
         row["ttft_ms_all"] = [round(s["ttft"] * 1000, 1) for s in singles]
         row["decode_tps"] = round(statistics.median(s["decode_tps"] for s in singles), 1)
         row["decode_tps_all"] = [round(s["decode_tps"], 1) for s in singles]
         for n in args.chats:
-            row[f"chats_{n}"] = await chats_at_once(host, vocab, args.batch_tokens, n)
+            row[f"chats_{n}"] = await chats_at_once(host, vocab, args.batch_tokens, n, args.sampled)
             row[f"agg_tps_{n}"] = row[f"chats_{n}"]["agg_tps"]
         row["mem_peak_gib"] = round(sampler.peak / 2**30, 2) if gpu else None
     await host.shutdown()
@@ -288,6 +301,7 @@ def main():
                         help="print what each chat saw, per profile and number of chats at once")
     parser.add_argument("--start-timeout", type=float, default=240)
     parser.add_argument("--out")
+    parser.add_argument("--sampled", action="store_true", help="decode at temperature 0.8, top_p 0.8 (the chat's)")
     parser.add_argument("--table", nargs="+", metavar="JSONL", help="print the rows of these files as a table")
     args = parser.parse_args()
     if args.table:

@@ -315,6 +315,16 @@ def chainlit_root_with_session_timeout(tmp: Path, seconds: int) -> Path:
     return root
 
 
+def heap_watch_env(heap_dir: Path, every: float) -> dict[str, str]:
+    """The environment that makes the app and its spawned engine processes sample their heap (bench/heap_watch/)
+    into ``heap_dir`` every ``every`` seconds."""
+    heap_dir.mkdir()
+    return {"ERNIE_CHAT_HEAP_WATCH": str(heap_dir), "ERNIE_CHAT_HEAP_WATCH_EVERY": str(every),
+            "ERNIE_CHAT_HEAP_WATCH_T0": str(time.time()),
+            "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT / "bench" / "heap_watch"),
+                                                        os.environ.get("PYTHONPATH")]))}
+
+
 def heap_table(folder: Path, every: float) -> str:
     """One block per process: its first sample, one near every 10 minutes from launch, and its last."""
     lines = []
@@ -362,11 +372,7 @@ def main() -> int:
         env["CHAINLIT_APP_ROOT"] = str(chainlit_root_with_session_timeout(tmp, args.session_timeout))
     heap_dir = tmp / "heap"
     if args.heap_watch:
-        heap_dir.mkdir()
-        env.update(ERNIE_CHAT_HEAP_WATCH=str(heap_dir), ERNIE_CHAT_HEAP_WATCH_EVERY=str(args.sample_every),
-                   ERNIE_CHAT_HEAP_WATCH_T0=str(time.time()),
-                   PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT / "bench" / "heap_watch"),
-                                                            os.environ.get("PYTHONPATH")])))
+        env.update(heap_watch_env(heap_dir, args.sample_every))
     started = time.time()
     with running_app(model, tmp, "--data-dir", str(data_dir), env=env) as app:
         print(f"app ready after {time.time() - started:.1f}s; data dir {data_dir}", flush=True)

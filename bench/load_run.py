@@ -35,7 +35,7 @@ import httpx
 import psutil
 
 from bench.documents import make_pdf
-from bench.history_load import chainlit_root_with_session_timeout
+from bench.history_load import chainlit_root_with_session_timeout, heap_table, heap_watch_env
 from bench.soak import tree_rss
 from tests.support.app_process import LaunchedApp
 from tests.support.chat_socket import socket_connect, upload_request
@@ -354,6 +354,8 @@ def main() -> int:
     parser.add_argument("--session-timeout", type=int, metavar="SECONDS",
                         help="Chainlit's session window (600 s shipped: a closed page's session is kept that long, "
                              "in case it comes back)")
+    parser.add_argument("--heap-watch", type=float, metavar="SECONDS",
+                        help="sample the heap inside the app and vLLM's processes this often (bench/heap_watch/)")
     args = parser.parse_args()
 
     from app.accounts import Accounts
@@ -369,6 +371,8 @@ def main() -> int:
     env = {}
     if args.session_timeout is not None:
         env["CHAINLIT_APP_ROOT"] = str(chainlit_root_with_session_timeout(tmp, args.session_timeout))
+    if args.heap_watch:
+        env.update(heap_watch_env(tmp / "heap", args.heap_watch))
     app = LaunchedApp(build(tmp / "model"), tmp, "--data-dir", str(data), "--max-tokens", "32", env=env)
     try:
         app.wait_http()
@@ -387,6 +391,8 @@ def main() -> int:
         args.out.write_text(text + "\n")
     print(text)
     print(table(report))
+    if args.heap_watch:
+        print(heap_table(tmp / "heap", args.heap_watch))
     calm, hostile = report["calm"], report["hostile"]
     lost = sum(report[k]["lost"][f] for k in ("calm", "hostile") for f in ("questions_lost", "answers_lost"))
     slower = max(hostile[k] / calm[k] for k in ("latency_median_s", "latency_p95_s")) if calm["answers"] else 99

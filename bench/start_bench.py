@@ -31,8 +31,8 @@ import psutil
 from tests.support.app_process import LaunchedApp, alive, get
 
 PROMPT = "Write a long story about a lighthouse keeper and the sea."
-LOG_LINE = re.compile(r"ERROR|Traceback|Exception|Error:|CRITICAL|failed|quick.start|starting engine|full.speed",
-                      re.IGNORECASE)
+LOG_LINE = re.compile(r"ERROR|Traceback|Exception|Error:|CRITICAL|failed|quick.start|starting engine|full.speed"
+                      r"|shutdown:", re.IGNORECASE)
 
 
 def compile_cache() -> Path:

@@ -111,3 +111,26 @@ def engine_host(tiny_model_dir, caller_loop):
     host.tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
     yield host
     caller_loop.submit(host.shutdown()).result(60)
+
+
+@pytest.fixture(scope="session")
+def postgres_url():
+    """A real PostgreSQL server for the whole test run (tests/postgres.py); each test makes its own database."""
+    from tests.postgres import postgres_server
+
+    with postgres_server() as url:
+        yield url
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def location(request, tmp_path):
+    """A fresh chat database, once on SQLite and once on PostgreSQL."""
+    import asyncio
+
+    from app.history.database import DatabaseLocation
+    from tests.postgres import create_database
+
+    if request.param == "sqlite":
+        path = tmp_path / "chats.db"
+        return DatabaseLocation(f"sqlite+aiosqlite:///{path}", path)
+    return DatabaseLocation(asyncio.run(create_database(request.getfixturevalue("postgres_url"))))

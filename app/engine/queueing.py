@@ -21,10 +21,15 @@ PositionCallback = Callable[[int], Awaitable[None]]
 
 
 class FairGate:
-    def __init__(self, limit: int) -> None:
-        if limit < 1:
-            raise ValueError("limit must be >= 1")
+    """``limit`` slots; ``per_owner``: the most one owner holds at once (default: all of them). A gate with one
+    slot more than ``per_owner`` always has one for another user: their small job never waits for the end of a
+    long one of someone else's."""
+
+    def __init__(self, limit: int, per_owner: Optional[int] = None) -> None:
+        if limit < 1 or (per_owner is not None and per_owner < 1):
+            raise ValueError("limit and per_owner must be >= 1")
         self.limit = limit
+        self.per_owner = min(per_owner or limit, limit)
         self.active = 0
         self._turns: dict[Optional[str], deque[asyncio.Future]] = {}  # each owner's waiters, in order
         self._owner_of: dict[asyncio.Future, Optional[str]] = {}
@@ -61,8 +66,12 @@ class FairGate:
         self._served_at[owner] = self._grants
         self._holding[owner] += 1
 
+    def _may_take_one(self, owner: Optional[str]) -> bool:
+        # Waiters without an owner are the app's own (and share one turn): no user's share to keep them within.
+        return owner is None or self._holding[owner] < self.per_owner
+
     async def _acquire(self, on_position: Optional[PositionCallback], owner: Optional[str]) -> None:
-        if self.active < self.limit and not self._owner_of:
+        if self.active < self.limit and not self._owner_of and self._may_take_one(owner):
             self.active += 1
             self._grant(owner)
             return
@@ -70,7 +79,8 @@ class FairGate:
         self._turns.setdefault(owner, deque()).append(waiter)
         self._owner_of[waiter] = owner
         self._callbacks[waiter] = on_position
-        if on_position:
+        self._hand_out_free_slots()  # a slot may be free for this owner while the owners waiting are at their share
+        if on_position and not waiter.done():
             await on_position(self._order().index(waiter) + 1)
         try:
             await waiter
@@ -102,21 +112,42 @@ class FairGate:
 
     def _release(self, owner: Optional[str]) -> None:
         self._holding[owner] -= 1
-        self._forget_if_gone(owner)
-        while self._turns:
-            next_owner = self._owners_in_turn()[0]
-            queue = self._turns[next_owner]
-            waiter = queue.popleft()
-            if not queue:
-                del self._turns[next_owner]
-            self._owner_of.pop(waiter, None)
-            if not waiter.done():
-                self._grant(next_owner)
-                waiter.set_result(None)  # the slot moves to the next in turn; active stays the same
-                self._notify_positions()
-                return
-            self._forget_if_gone(next_owner)
         self.active -= 1
+        self._forget_if_gone(owner)
+        self._hand_out_free_slots()
+
+    def _hand_out_free_slots(self) -> None:
+        """Give the free slots to the waiters in turn, skipping owners who hold their share already."""
+        granted = False
+        while self.active < self.limit:
+            waiter = self._next_in_turn()
+            if waiter is None:
+                break
+            owner = self._owner_of.pop(waiter, None)
+            self.active += 1
+            self._grant(owner)
+            waiter.set_result(None)
+            granted = True
+        if granted:
+            self._notify_positions()
+
+    def _next_in_turn(self) -> Optional[asyncio.Future]:
+        """The first waiter of the owner served longest ago who may take one more slot (taken off its queue)."""
+        for owner in self._owners_in_turn():
+            queue = self._turns[owner]
+            while queue and self._may_take_one(owner):
+                waiter = queue.popleft()
+                if not waiter.done():
+                    self._drop_if_empty(owner)
+                    return waiter
+                self._owner_of.pop(waiter, None)  # cancelled, its task not yet told: it leaves the queue here
+            self._drop_if_empty(owner)
+        return None
+
+    def _drop_if_empty(self, owner: Optional[str]) -> None:
+        if owner in self._turns and not self._turns[owner]:
+            del self._turns[owner]
+            self._forget_if_gone(owner)
 
     def _notify_positions(self) -> None:
         for position, waiter in enumerate(self._order(), start=1):

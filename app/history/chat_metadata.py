@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from app.history.presets import PRESET_KEYS
+from app.settings import ANSWERS
 
 CHAT_SETTINGS = "chat_settings"  # the key Chainlit keeps the settings panel's values under
 
@@ -20,11 +20,12 @@ def _number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-# The type of each of the panel's settings (PRESET_KEYS, as presets keep them).
+# The type of each of the panel's settings: those presets keep (app/history/presets.py PRESET_KEYS), and the
+# answers written at once (app/settings.py ANSWERS), which is the chat's own and no preset's.
 # Numbers of either kind: the panel's sliders keep floats (an answer length of 512.0), the sampling rules make the
 # length whole and bring each value into its range.
 SETTING_TYPES = {"system_prompt": lambda v: isinstance(v, str), "temperature": _number, "top_p": _number,
-                 "max_tokens": _number}
+                 "max_tokens": _number, ANSWERS: _number}
 
 
 def typed_settings(settings: Any) -> dict[str, Any]:
@@ -32,7 +33,7 @@ def typed_settings(settings: Any) -> dict[str, Any]:
     "hot" made the panel itself fail to draw when the chat was opened."""
     if not isinstance(settings, dict):
         return {}
-    return {key: settings[key] for key in PRESET_KEYS if key in settings and SETTING_TYPES[key](settings[key])}
+    return {key: settings[key] for key, typed in SETTING_TYPES.items() if key in settings and typed(settings[key])}
 
 
 def imported_metadata(metadata: Any) -> dict[str, Any]:

@@ -35,9 +35,9 @@ from app.history.messages import (
     CHAT_NAME_CHARS,
     USER_AUTHOR,
     USER_MESSAGE,
-    branches_search_text,
-    versions_search_text,
+    search_text,
 )
+from app.history.recent_searches import RecentSearches
 from app.history.schema import elements, feedbacks, steps, threads, users
 from app.history.writer import HistoryWriter
 from app.i18n import t
@@ -125,19 +125,7 @@ def session_user_identifier() -> Optional[str]:
 def step_values(step: dict[str, Any], thread_id: str) -> dict[str, Any]:
     """A message's row in ``steps`` (without its id and position), from Chainlit's step dict."""
     return {"thread_id": thread_id, "type": str(step.get("type") or "undefined"),
-            "created_at": step.get("createdAt") or utc_now(), "search_text": _search_text(step), "data": _dumps(step)}
-
-
-def _search_text(step: dict[str, Any]) -> str:
-    """A message's words for search, every version of an answer's and every branch of a question's among them,
-    lower-cased here (Python folds every script; SQLite's lower() only ASCII), so that the search is a plain
-    substring test."""
-    if "message" not in str(step.get("type", "")):
-        return ""
-    metadata = step.get("metadata")
-    texts = [str(step.get(key) or "") for key in ("output", "input")]
-    texts += [versions_search_text(metadata), branches_search_text(metadata)]
-    return "\n".join(texts).strip().lower()
+            "created_at": step.get("createdAt") or utc_now(), "search_text": search_text(step), "data": _dumps(step)}
 
 
 async def _empty_the_wal(conn: AsyncConnection) -> None:
@@ -150,6 +138,8 @@ class HistoryDataLayer(BaseDataLayer):
         self.engine = engine
         self.writer = writer
         self._position = 0
+        # The words each user's search listed each chat for: opening it shows the version that holds them.
+        self.searched = RecentSearches()
 
     def _next_position(self) -> int:
         # Arrival order of messages, also across restarts and app instances (a clock, made strictly rising).
@@ -327,6 +317,8 @@ class HistoryDataLayer(BaseDataLayer):
             rows = (await conn.execute(query)).all()
         page = rows[:pagination.first]
         data = [self._thread_dict(row, [], []) for row in page]
+        if filters.search and filters.search.strip():
+            self.searched.listed(filters.userId, _search_words(filters.search), [row.id for row in page])
         return PaginatedResponse(
             pageInfo=PageInfo(hasNextPage=len(rows) > pagination.first,
                               startCursor=data[0]["id"] if data else None,
@@ -388,7 +380,7 @@ class HistoryDataLayer(BaseDataLayer):
             elif existing.thread_id == thread_id:
                 # An update may carry only some fields (Chainlit sends whole dicts today; be safe).
                 merged = {**_loads(existing.data, {}), **step}
-                values.update(data=_dumps(merged), search_text=_search_text(merged),
+                values.update(data=_dumps(merged), search_text=search_text(merged),
                               created_at=merged.get("createdAt") or values["created_at"])
                 await conn.execute(steps.update().where(steps.c.id == step["id"]).values(**values))
             else:

@@ -15,7 +15,7 @@ from sqlalchemy import select
 from app.documents.prompt import documents_of
 from app.history.data_layer import HistoryDataLayer
 from app.history.importers import EXPORT_FORMAT, PRESETS_FORMAT
-from app.history.messages import ROLE_OF_TYPE, answer_text, is_notice, versions_of
+from app.history.messages import ROLE_OF_TYPE, answer_text, is_notice, stored_branches, versions_of
 from app.history.presets import PresetStore
 from app.history.schema import steps, threads
 from app.private_files import make_private_folder, write_private
@@ -37,6 +37,9 @@ def chat_messages(thread: dict) -> list[dict[str, Any]]:
         others = len(versions_of(step.get("output"), step.get("metadata"))) - 1 if role == "assistant" else 0
         if others:  # the shown version is the content; the others are in its step's metadata (what import reads)
             message["other_versions"] = others
+        branches = len(stored_branches(step.get("metadata"))) - 1 if role == "user" else 0
+        if branches > 0:  # the shown branch is the chat's messages; the others are in its step's metadata too
+            message["other_branches"] = branches
         documents = documents_of(step.get("metadata"))
         if role == "user" and documents:
             # Names and sizes here; each document's text is in its step's metadata (the "steps" that import reads).
@@ -65,6 +68,9 @@ def to_markdown(thread: dict) -> str:
         lines += [f"- attached: {d['name']} ({d['kind']}, {d['characters']:,} characters)"
                   for d in m.get("documents", [])] + ([""] if m.get("documents") else [])
         lines += [m["content"], ""]
+        if m.get("other_branches"):
+            lines += [f"_({m['other_branches']} other branch(es) from this question, each with the messages "
+                      "after it, are kept in the JSON export.)_", ""]
         if m.get("other_versions"):
             lines += [f"_({m['other_versions']} other version(s) of this answer are kept in the JSON export.)_", ""]
     return "\n".join(lines)

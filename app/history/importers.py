@@ -6,9 +6,11 @@ its format, and reads each chat in it on its own, so that one bad chat is refuse
 The formats, as their own apps publish them (tests/unit/history/test_importers.py cites the sources):
 
 - ChatGPT's ``conversations.json``: a list of conversations, each a ``mapping`` tree of nodes {id, message,
-  parent, children} and the ``current_node`` the chat shows; read is the branch from the root to current_node.
+  parent, children} and the ``current_node`` the chat shows.
 - Open WebUI's chat export: a list of {id, title, chat: {history: {messages: {id: {parentId, childrenIds, role,
-  content, timestamp}}, currentId}}, created_at}; read is the branch that ends at currentId.
+  content, timestamp}}, currentId}}, created_at}.
+  Both trees are read whole (app/history/trees.py): every version and branch kept, the chat opened on the file's
+  current node, a damaged tree refused for that chat.
 - ``{"messages": [...]}`` in OpenAI's chat format: role and content (a string, or a list of parts).
 - ernie-chat's own export, with ``steps`` (kept whole) or only ``messages``.
 
@@ -31,16 +33,10 @@ from typing import Any, Optional
 import ijson
 
 from app.control_characters import CONTROLS
-from app.errors import ErnieChatError
+from app.errors import ImportRefused
 from app.history.chat_metadata import CHAT_SETTINGS, imported_metadata
-from app.history.messages import (
-    ASSISTANT_AUTHOR,
-    ASSISTANT_MESSAGE,
-    CHAT_NAME_CHARS,
-    KIND,
-    KIND_ANSWER,
-    USER_MESSAGE,
-)
+from app.history.messages import ASSISTANT_AUTHOR, ASSISTANT_MESSAGE, CHAT_NAME_CHARS, USER_MESSAGE, tree_damage
+from app.history.trees import Node, Said, said_metadata, tree_chat
 
 EXPORT_FORMAT = "ernie-chat/chat-v1"
 PRESETS_FORMAT = "ernie-chat/presets-v1"  # one user's presets: {"format", "user", "presets": {name: settings}}
@@ -64,10 +60,6 @@ class Limits:
 LIMITS = Limits()
 
 
-class ImportRefused(ErnieChatError):
-    """A file or a chat that import does not read; the message is the reason, in one line."""
-
-
 @dataclass(frozen=True)
 class ChatReading:
     """One chat of a file: ``data`` in our export's shape, or ``refused`` with the reason."""
@@ -82,15 +74,6 @@ class FileReading:
     kind: str  # the format, as the report names it
     chats: list[ChatReading] = field(default_factory=list)
     presets: Optional[tuple[str, dict[str, dict[str, Any]]]] = None  # a presets file: (user, name -> settings)
-
-
-@dataclass(frozen=True)
-class Said:
-    """One message as another app kept it: role, text and its time (any form ``_when`` reads, or None)."""
-
-    role: str
-    text: str
-    at: Any = None
 
 
 # ----- the file: limits, parsing, format ---------------------------------------------------------------
@@ -208,19 +191,17 @@ def _label(item: Any, n: int) -> str:
 
 # ----- the readers, one per format -------------------------------------------------------------------
 def from_chatgpt(conversation: Any, owner: str) -> dict:
-    """ChatGPT: the branch that ends at ``current_node`` (else at the last leaf), root first; only what the
-    chat showed: user and assistant text (system and tool nodes, calls to tools, hidden and empty ones left)."""
+    """ChatGPT: the tree of ``mapping`` (app/history/trees.py), opened at ``current_node``; only what the chat
+    showed: user and assistant text (system and tool nodes, calls to tools, hidden and empty ones passed through)."""
     _require(isinstance(conversation, dict), "not a conversation object")
     mapping = conversation.get("mapping")
     _require(isinstance(mapping, dict) and bool(mapping), "its mapping holds no messages")
-    end = conversation.get("current_node")
-    if end not in mapping:
-        end = _last_leaf(mapping, "children")
-    nodes = _branch(mapping, end, lambda node: node.get("parent"))
-    said = [m for m in (_chatgpt_said(node.get("message")) for node in nodes) if m is not None]
+    nodes = {key: _tree_node(key, node, "parent", "children", _chatgpt_said(node.get("message")))
+             for key, node in mapping.items()}
+    said = tree_chat(nodes, conversation.get("current_node"), LIMITS.max_messages)
     source_id = conversation.get("conversation_id") or conversation.get("id")
     return _chat(_foreign_id("chatgpt", source_id, conversation), conversation.get("title"),
-                 conversation.get("create_time"), _merge_runs(said), owner)
+                 conversation.get("create_time"), said, owner)
 
 
 _CHATGPT_TEXT_TYPES = {"text", "multimodal_text"}
@@ -242,7 +223,7 @@ def _chatgpt_said(message: Any) -> Optional[Said]:
 
 
 def from_open_webui(item: Any, owner: str) -> dict:
-    """Open WebUI: the branch of ``chat.history`` that ends at ``currentId`` (else at the last leaf); a chat
+    """Open WebUI: the tree of ``chat.history.messages`` (app/history/trees.py), opened at ``currentId``; a chat
     without a history (older versions) by its ``chat.messages`` list. The chat's own system prompt
     (``chat.params.system``) stays its system prompt."""
     _require(isinstance(item, dict), "not a chat object")
@@ -250,19 +231,33 @@ def from_open_webui(item: Any, owner: str) -> dict:
     history = chat.get("history") if isinstance(chat.get("history"), dict) else {}
     messages = history.get("messages")
     if isinstance(messages, dict) and messages:
-        end = history.get("currentId")
-        if end not in messages:
-            end = _last_leaf(messages, "childrenIds")
-        found = _branch(messages, end, lambda message: message.get("parentId"))
+        nodes = {key: _tree_node(key, message, "parentId", "childrenIds", _open_webui_said(message))
+                 for key, message in messages.items()}
+        said = tree_chat(nodes, history.get("currentId"), LIMITS.max_messages)
     else:
         found = chat.get("messages")
         _require(isinstance(found, list), "its chat holds no history.messages")
-    said = [Said(m["role"], _content_text(m.get("content")), m.get("timestamp")) for m in found
-            if isinstance(m, dict) and m.get("role") in ("user", "assistant")]
+        said = [m for m in map(_open_webui_said, found) if m is not None]
     system = (chat.get("params") or {}).get("system") if isinstance(chat.get("params"), dict) else None
     return _chat(_foreign_id("open-webui", item.get("id") or chat.get("id"), item),
                  item.get("title") or chat.get("title"), item.get("created_at") or chat.get("timestamp"),
-                 [m for m in said if m.text.strip()], owner, system if isinstance(system, str) else "")
+                 said, owner, system if isinstance(system, str) else "")
+
+
+def _open_webui_said(message: Any) -> Optional[Said]:
+    if not isinstance(message, dict) or message.get("role") not in ("user", "assistant"):
+        return None
+    text = _content_text(message.get("content"))
+    return Said(message["role"], text, message.get("timestamp")) if text.strip() else None
+
+
+def _tree_node(key: Any, node: Any, parent_key: str, children_key: str, said: Optional[Said]) -> Node:
+    """A node of a file's tree, its links checked for shape."""
+    _require(isinstance(key, str) and isinstance(node, dict), f"its node {str(key)[:40]!r} is not an object")
+    parent, children = node.get(parent_key), node.get(children_key) or []
+    _require(parent is None or isinstance(parent, str), f"its node {key[:40]!r} has a parent that is not an id")
+    _require(isinstance(children, list), f"its node {key[:40]!r} has children that are not a list")
+    return Node(parent, tuple(child for child in children if isinstance(child, str)), said)
 
 
 def from_openai_messages(data: Any, owner: str) -> dict:
@@ -299,9 +294,11 @@ def from_ernie_chat(data: Any, owner: str) -> dict:
         made = _chat(chat_id, data.get("name"), data.get("created_at"), said, user)
         return {**made, "tags": _list(data, "tags"), "metadata": imported_metadata(_dict(data, "metadata"))}
     _require(isinstance(steps, list), "its steps is not a list")
-    for step in steps:
+    for n, step in enumerate(steps, 1):
         _require(isinstance(step, dict) and isinstance(step.get("type"), str), "a step is not a message object")
         _short_text(step.get("id"), "step id", ID_CHARS)
+        damage = tree_damage(step.get("metadata"))
+        _require(damage is None, f"its message {n}: {damage}")
     elements = _list(data, "elements")
     for element in elements:
         _require(isinstance(element, dict), "an element is not an object")
@@ -337,7 +334,7 @@ def _step(chat_id: str, n: int, said: Said, at: str, owner: str) -> dict:
     return {"id": str(uuid.uuid5(IMPORT_NAMESPACE, f"{chat_id}/{n}")), "threadId": chat_id, "parentId": None,
             "type": USER_MESSAGE if question else ASSISTANT_MESSAGE, "name": owner if question else ASSISTANT_AUTHOR,
             "output": said.text, "createdAt": at, "start": at, "end": at, "streaming": False, "isError": False,
-            "metadata": {} if question else {KIND: KIND_ANSWER}}
+            "metadata": said_metadata(said, owner)}
 
 
 def in_file_order(times: list[Any], created: Any = None) -> list[str]:
@@ -385,35 +382,6 @@ def _stamp_or(created: Any, stamps: list[str]) -> str:
         return created
     when = _when(created)
     return _stamp(when) if when else (stamps[0] if stamps else _stamp(datetime.now(timezone.utc)))
-
-
-def _branch(nodes: dict, end: Any, parent_of: Callable[[dict], Any]) -> list[dict]:
-    """The nodes from the root down to ``end``; a parent that is missing or loops back ends the walk."""
-    found, seen = [], set()
-    while isinstance(end, str) and end in nodes and end not in seen:
-        seen.add(end)
-        node = nodes[end]
-        _require(isinstance(node, dict), f"node {end[:40]!r} is not an object")
-        found.append(node)
-        end = parent_of(node)
-    return found[::-1]
-
-
-def _last_leaf(nodes: dict, children_key: str) -> Optional[str]:
-    """Where a chat ends when its file does not say: the last node without children."""
-    leaves = [key for key, node in nodes.items() if isinstance(node, dict) and not node.get(children_key)]
-    return leaves[-1] if leaves else None
-
-
-def _merge_runs(said: list[Said]) -> list[Said]:
-    """Two messages of one role in a row (an answer around a tool call) become one, at the first's time."""
-    merged: list[Said] = []
-    for m in said:
-        if merged and merged[-1].role == m.role:
-            merged[-1] = Said(m.role, merged[-1].text + "\n\n" + m.text, merged[-1].at)
-        else:
-            merged.append(m)
-    return merged
 
 
 def _content_text(content: Any) -> str:

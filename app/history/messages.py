@@ -185,3 +185,31 @@ def branches_search_text(metadata: Optional[dict[str, Any]]) -> str:
             texts += [message["output"], versions_search_text(message["metadata"]),
                       branches_search_text(message["metadata"])]
     return "\n".join(text for text in texts if text)
+
+
+def search_text(step: dict[str, Any]) -> str:
+    """A stored message's words for search (the ``search_text`` column), every version of an answer's and every
+    branch of a question's among them, lower-cased here (Python folds every script; SQLite's lower() only ASCII),
+    so that the search is a plain substring test."""
+    if "message" not in str(step.get("type", "")):
+        return ""
+    metadata = step.get("metadata")
+    texts = [str(step.get(key) or "") for key in ("output", "input")]
+    texts += [versions_search_text(metadata), branches_search_text(metadata)]
+    return "\n".join(texts).strip().lower()
+
+
+def tree_damage(metadata: Optional[dict[str, Any]]) -> Optional[str]:
+    """What is wrong with the versions or branches a message's ``metadata`` holds, in a few words; None when
+    they are sound or absent. An imported file's are checked with this before they are stored."""
+    if not isinstance(metadata, dict):
+        return None
+    if metadata.get(VERSIONS) not in (None, []) and not stored_versions(metadata):
+        return f"its versions are not a list of at most {MAX_VERSIONS} versions, each a text and a footer"
+    if metadata.get(BRANCHES) not in (None, []):
+        if not stored_branches(metadata):
+            return (f"its branches are not 2 to {MAX_BRANCHES} branches (nested at most {MAX_BRANCH_DEPTH} deep), "
+                    "each a question and the messages after it, exactly one shown")
+        if shown_branch(metadata) is None:
+            return "its branch shown is not the one whose messages are the chat's"
+    return None

@@ -7,12 +7,27 @@ JSON column has nothing to break and survives Chainlit adding fields.
 """
 from __future__ import annotations
 
+import json
 from collections.abc import Awaitable, Callable
 
-from sqlalchemy import BigInteger, Column, ForeignKey, Index, MetaData, String, Table, Text, UniqueConstraint
+from sqlalchemy import (
+    BigInteger,
+    Column,
+    ForeignKey,
+    Index,
+    MetaData,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+    bindparam,
+    select,
+)
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-SCHEMA_VERSION = 2
+from app.history.messages import search_text
+
+SCHEMA_VERSION = 3
 
 metadata = MetaData()
 
@@ -90,7 +105,37 @@ async def _add_presets(conn: AsyncConnection) -> None:
     await conn.run_sync(lambda sync_conn: presets.create(sync_conn))
 
 
+# Messages read and rewritten per statement while their search text is made again: a bounded slice in memory
+# however many chats the database holds, one statement per slice.
+SEARCH_TEXT_BATCH = 500
+
+
+async def _search_every_version(conn: AsyncConnection) -> None:
+    """Every message's search text made again by today's rule (app/history/messages.py ``search_text``): the
+    versions and branches a message keeps are searched too, and chats written before are found by them. Read in
+    slices by id (each slice starts past the last id of the one before: no row read twice, none skipped); a
+    message whose stored JSON cannot be read keeps the text it has."""
+    last = ""
+    while True:
+        rows = (await conn.execute(select(steps.c.id, steps.c.data).where(steps.c.id > last)
+                                   .order_by(steps.c.id).limit(SEARCH_TEXT_BATCH))).all()
+        if not rows:
+            return
+        made = []
+        for row in rows:
+            try:
+                step = json.loads(row.data)
+            except ValueError:
+                continue
+            if isinstance(step, dict):
+                made.append({"row_id": row.id, "text": search_text(step)})
+        if made:
+            await conn.execute(steps.update().where(steps.c.id == bindparam("row_id"))
+                               .values(search_text=bindparam("text")), made)
+        last = rows[-1].id
+
+
 # version -> the step that brings a database from version - 1 to it. Add one per schema change; never edit
 # a released one (a user's database may be at any older version).
 Migration = Callable[[AsyncConnection], Awaitable[None]]
-MIGRATIONS: dict[int, Migration] = {2: _add_presets}
+MIGRATIONS: dict[int, Migration] = {2: _add_presets, 3: _search_every_version}

@@ -13,6 +13,7 @@ from typing import NamedTuple, Optional
 import chainlit as cl
 
 from app.conversation import (
+    ANSWERS,
     ChatTemplate,
     FittedPrompt,
     answer_sampling,
@@ -28,10 +29,12 @@ from app.errors import PromptTooLongError
 from app.history.messages import FINISH, KIND, KIND_ANSWER, LENGTH, MAX_VERSIONS, PARTIAL, versions_of
 from app.i18n import t
 from app.runtime import Runtime
+from app.ui.answers_command import answers_asked
 from app.ui.chat_messages import answer_text, language, notice, shown_turns
 from app.ui.documents_step import documents_for_prompt
 from app.ui.session_keys import ANSWER_ACTIONS, CHAT_SETTINGS
 from app.ui.settings_panel import answer_cap
+from app.ui.several_answers import SeveralAnswers
 from app.ui.status_panel import engine_state_text
 from app.ui.streamed_answer import StreamedAnswer
 
@@ -46,6 +49,7 @@ class Question(NamedTuple):
 class Prompt(NamedTuple):
     token_ids: list[int]
     sampling: Sampling
+    answers: int  # the chat's answers at once (the settings panel's, within ANSWERS_AT_ONCE)
 
 
 async def answer(rt: Runtime, message: cl.Message, continuing: Optional[cl.Message] = None,
@@ -63,8 +67,28 @@ async def answer(rt: Runtime, message: cl.Message, continuing: Optional[cl.Messa
         await notice(problem)
         return
     prompt = await _prompt(rt, message, question, continuing, page_language)
-    if prompt is not None:
+    if prompt is None:
+        return
+    count = await _answers_to_write(message, prompt, continuing, regenerating, page_language)
+    if count > 1:
+        await SeveralAnswers(rt, page_language, prompt.token_ids, prompt.sampling, count, regenerating).write()
+    else:
         await StreamedAnswer(rt, page_language, prompt.token_ids, prompt.sampling, continuing, regenerating).write()
+
+
+async def _answers_to_write(message: cl.Message, prompt: Prompt, continuing: Optional[cl.Message],
+                            regenerating: Optional[cl.Message], language: str) -> int:
+    """How many answers to write at once: one to continue; the chat's setting (or the message's "Several answers"
+    command) for a new one; on Regenerate as many as the answer has room for among its MAX_VERSIONS, with a line
+    when that is fewer than asked (regenerate() already refused a full one)."""
+    if continuing is not None:
+        return 1
+    if regenerating is None:
+        return answers_asked(prompt.answers, message.command)
+    room = MAX_VERSIONS - len(versions_of(regenerating.content, regenerating.metadata))
+    if room < prompt.answers:
+        await notice(t(language, "versions_room", limit=MAX_VERSIONS, room=room, asked=prompt.answers))
+    return max(1, min(prompt.answers, room))
 
 
 async def _checked_question(rt: Runtime, message: cl.Message, continuing: Optional[cl.Message],
@@ -111,7 +135,9 @@ async def _prompt(rt: Runtime, message: cl.Message, question: Question, continui
     defaults = chat_defaults(rt.settings.chat, rt.generation_defaults, rt.max_model_len)
     sampling = clamp_sampling(chat_settings, defaults, answer_cap(rt))
     for name, value, bound, used in sampling.corrections:
-        await notice(t(language, "settings_fixed", name=name, value=value, low=bound.low, high=bound.high, used=used))
+        await notice(t(language, "answers_capped", limit=int(bound.high), value=value, used=int(used))
+                     if name == ANSWERS else
+                     t(language, "settings_fixed", name=name, value=value, low=bound.low, high=bound.high, used=used))
     system_prompt = str(chat_settings.get("system_prompt", defaults["system_prompt"]) or "")
     template = ChatTemplate(rt.tokenizer)
     max_tokens = sampling.chosen.max_tokens
@@ -134,7 +160,7 @@ async def _prompt(rt: Runtime, message: cl.Message, question: Question, continui
         return None
     await _say_what_was_fitted(rt, fitted, documents_dropped, language)
     sampled = answer_sampling(sampling.chosen, fitted, rt.model.stop_token_ids)
-    return Prompt(fitted.token_ids, sampled)
+    return Prompt(fitted.token_ids, sampled, sampling.chosen.answers)
 
 
 async def _say_what_was_fitted(rt: Runtime, fitted: FittedPrompt, documents_dropped: list[str], language: str) -> None:

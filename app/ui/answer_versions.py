@@ -14,6 +14,7 @@ import chainlit as cl
 
 from app.chainlit_internals import answer_tasks
 from app.history.messages import KIND, KIND_ANSWER, PARTIAL, USER_MESSAGE, showing, shown_index, stored_versions
+from app.history.search_hits import version_holding, words_missing
 from app.ui.answer_actions import offer_actions
 from app.ui.chat_messages import language
 
@@ -57,3 +58,22 @@ async def show_version(action: cl.Action) -> None:
 
 async def version_place(action: cl.Action) -> None:
     """The place between the arrows ("Version 2/3") is a button too; pressing it does nothing."""
+
+
+async def open_on_searched_version(thread: dict[str, Any], layer: Any) -> None:
+    """A chat opened from the search dialog: each word searched that no shown message holds is shown, by showing
+    the version of an answer that holds it (the most of them), saved as a flip is. Runs before the page gets the
+    chat (on_chat_resume), so the page, the arrows and the next prompt all read the version shown."""
+    words = layer.searched.take(str(thread.get("userId") or ""), str(thread.get("id") or ""))
+    steps = thread.get("steps") or []
+    missing = words_missing(steps, words)
+    for step in steps:
+        metadata = step.get("metadata")
+        if not missing or not isinstance(metadata, dict) or metadata.get(KIND) != KIND_ANSWER or metadata.get(PARTIAL):
+            continue
+        index = version_holding(metadata, missing)
+        if index is None:
+            continue
+        step["output"], step["metadata"] = showing(metadata, stored_versions(metadata), index)
+        await layer.update_step(step)
+        missing = words_missing([step], missing)

@@ -46,7 +46,7 @@ from app.ui.answer_actions import (
     VERSION_PREVIOUS,
     offer_actions_on_resume,
 )
-from app.ui.answer_versions import show_version, version_place
+from app.ui.answer_versions import open_on_searched_version, show_version, version_place
 from app.ui.background import spawn
 from app.ui.chat_address import tell_page_the_chat_address
 from app.ui.chat_history import install_history, store_before_answer
@@ -125,6 +125,8 @@ async def on_chat_resume(resumed: ThreadDict) -> None:
     thread = cast("dict[str, Any]", resumed)  # the same object: what changes here is what Chainlit sends the page
     rt = current_runtime()
     await _open_chat(rt, CHAT_SETTINGS.get())
+    if rt.history is not None:  # opened from a search: the version holding the words searched is shown
+        await open_on_searched_version(thread, rt.history.layer)
     await mark_interrupted(thread, language())
     await offer_actions_on_resume(thread, language())
     await show_arrows_on_resume(thread, language())

@@ -13,6 +13,7 @@ import chainlit as cl
 from app.errors import ErnieChatError
 from app.history.presets import PresetStore, preset_settings
 from app.i18n import STRINGS, t
+from app.ui.answers_command import ANSWERS_COMMANDS, answers_command
 from app.ui.session_keys import CHAT_SETTINGS
 
 if TYPE_CHECKING:
@@ -20,6 +21,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("ernie_chat.presets")
 SAVE_COMMANDS = frozenset(strings["preset_save_command"] for strings in STRINGS.values())  # each language's
+RESERVED_COMMANDS = SAVE_COMMANDS | ANSWERS_COMMANDS  # the app's own: a preset of that name is no command of its own
 SUMMARY_PROMPT_CHARS = 40
 
 
@@ -43,17 +45,19 @@ def _user() -> Optional[str]:
 
 
 async def offer_presets(store: Optional[PresetStore], language: str) -> None:
-    """Send this chat's commands: "Save preset" and one per saved preset (none without a chat history)."""
+    """Send this chat's commands: "Several answers" (app/ui/answers_command.py), and with a chat history "Save
+    preset" and one per saved preset."""
+    commands: list[CommandDict] = [answers_command(language)]
     user = _user()
-    if store is None or user is None:
-        return
-    saved = await store.all(user)
-    commands: list[CommandDict] = [{"id": t(language, "preset_save_command"), "icon": "bookmark-plus",
-                                    "description": t(language, "preset_save_description"), "button": False,
-                                    "persistent": False, "selected": False}]
-    commands += [{"id": name, "icon": "sliders-horizontal", "button": False, "persistent": False, "selected": False,
-                  "description": t(language, "preset_use_description", summary=summary(language, settings))}
-                 for name, settings in saved.items() if name not in SAVE_COMMANDS]
+    if store is not None and user is not None:
+        saved = await store.all(user)
+        commands.append({"id": t(language, "preset_save_command"), "icon": "bookmark-plus",
+                         "description": t(language, "preset_save_description"), "button": False,
+                         "persistent": False, "selected": False})
+        commands += [{"id": name, "icon": "sliders-horizontal", "button": False, "persistent": False,
+                      "selected": False,
+                      "description": t(language, "preset_use_description", summary=summary(language, settings))}
+                     for name, settings in saved.items() if name not in RESERVED_COMMANDS]
     await cl.context.emitter.set_commands(commands)
 
 
@@ -76,7 +80,7 @@ async def run_preset_command(store: Optional[PresetStore], message: cl.Message, 
         await notice(t(language, "preset_saved", name=name))
         await offer_presets(store, language)
         return True
-    saved = (await store.all(user)).get(message.command)
+    saved = None if message.command in ANSWERS_COMMANDS else (await store.all(user)).get(message.command)
     if saved is not None:
         await use_settings(saved)
         await notice(t(language, "preset_applied", name=message.command, summary=summary(language, saved)))

@@ -74,6 +74,11 @@ def stop_marked() -> bool:
     return _STOP_MARKED.get()
 
 
+def mark_stopped() -> None:
+    """The chat says this task's answer was stopped (under answers written in tasks of their own)."""
+    _STOP_MARKED.set(True)
+
+
 class NestingWatch:
     """Notices, piece by piece and without rescanning the answer, a line that nests deeper than the page can
     render (10,000 '>' once replaced the chat with "Maximum call stack size exceeded")."""
@@ -95,9 +100,13 @@ class StreamedAnswer:
     that answer's message is written anew, its earlier text kept as a version (app/history/messages.py)."""
 
     def __init__(self, rt: Runtime, language: str, token_ids: list[int], sampling: Sampling,
-                 continuing: Optional[cl.Message] = None, regenerating: Optional[cl.Message] = None) -> None:
+                 continuing: Optional[cl.Message] = None, regenerating: Optional[cl.Message] = None,
+                 offers_actions: bool = True) -> None:
         self.rt, self.language, self.token_ids, self.sampling = rt, language, token_ids, sampling
         self.continuing = continuing
+        # False for one of several answers written at once: the answer they are kept in gets the buttons
+        # (app/ui/several_answers.py).
+        self.offers_actions = offers_actions
         # The app answers (its favicon is the avatar): Chainlit's default author, the page's name, holds the
         # model's name, which its avatar route may refuse (it takes ASCII letters, digits and " _.-" only).
         self.reply = continuing or regenerating or cl.Message(content="", author=APP_NAME,
@@ -266,7 +275,8 @@ class StreamedAnswer:
             metadata[FINISH] = LENGTH
         self.reply.content, footer = with_footer(self.text, lines)
         self.reply.metadata = self._kept({**metadata, FOOTER: footer})
-        await offer_actions(self.reply, self.language)
+        if self.offers_actions:
+            await offer_actions(self.reply, self.language)
         # stream_token sent the message with the first piece (or the reading line); an empty answer was never sent
         # (unless it is one being rewritten).
         sent = self.parts or reading_shown or self.before is not None

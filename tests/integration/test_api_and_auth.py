@@ -122,6 +122,44 @@ def test_the_openai_client_streams_and_gets_usage(app_with_token):
     assert all(c.usage is None for c in without_usage)
 
 
+def test_n_choices_streamed_and_not_with_the_usage_the_engine_counted(app_with_token):
+    """n=3: three choices (index 0-2), each its own engine request with its own seed (seed, seed+1, seed+2), so a
+    streamed request gives the plain one's choices again; the usage counts the prompt once (OpenAI's rule) and
+    every choice's tokens, which the engine's own counters confirm (three prompts read, the tokens written)."""
+    from openai import OpenAI
+
+    client = OpenAI(base_url=app_with_token.url + "/v1", api_key=TOKEN, max_retries=0)
+    messages = [{"role": "user", "content": "tell me a story"}]
+    prompt_before, generated_before = engine_counters(app_with_token)
+    plain = client.chat.completions.create(model="ernie-chat", messages=messages, max_tokens=16, seed=7, n=3,
+                                           temperature=1.0)
+    prompt_after, generated_after = engine_counters(app_with_token)
+    assert [c.index for c in plain.choices] == [0, 1, 2]
+    assert all(c.message.role == "assistant" and c.finish_reason for c in plain.choices)
+    assert len({c.message.content for c in plain.choices}) > 1  # their own seeds: not one answer three times
+    assert plain.usage.prompt_tokens * 3 == prompt_after - prompt_before
+    assert plain.usage.completion_tokens == generated_after - generated_before > 0
+    assert plain.usage.total_tokens == plain.usage.prompt_tokens + plain.usage.completion_tokens
+    chunks = list(client.chat.completions.create(model="ernie-chat", messages=messages, max_tokens=16, seed=7, n=3,
+                                                 temperature=1.0, stream=True, stream_options={"include_usage": True}))
+    texts = {index: "".join(c.choices[0].delta.content or "" for c in chunks
+                            if c.choices and c.choices[0].index == index) for index in range(3)}
+    assert texts == {c.index: c.message.content for c in plain.choices}
+    assert sum(1 for c in chunks if c.choices and c.choices[0].finish_reason) == 3
+    assert chunks[-1].usage.completion_tokens == plain.usage.completion_tokens
+    assert chunks[-1].usage.prompt_tokens == plain.usage.prompt_tokens
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_n_above_the_cap_is_one_openai_shaped_error_naming_the_limit(app_with_token, stream):
+    generated_before = engine_counters(app_with_token)[1]
+    code, answer = post(app_with_token.url + "/v1/chat/completions",
+                        {"messages": [{"role": "user", "content": "hi"}], "n": 5, "stream": stream}, TOKEN)
+    assert code == 400 and answer == {"error": {"message": "n: must be from 1 to 4; got 5",
+                                                "type": "invalid_request_error"}}
+    assert engine_counters(app_with_token)[1] == generated_before  # nothing was written
+
+
 def test_exposed_with_explicit_insecure_flag_starts(tiny_model_dir, tmp_path):
     app = LaunchedApp(tiny_model_dir, tmp_path, "--host", "0.0.0.0", "--insecure-no-auth")
     try:

@@ -39,6 +39,8 @@ def test_bad_requests_are_one_line_naming_the_field(body, words):
     ({"seed": 10**400}, "seed: must be from -9223372036854775808 to 9223372036854775807; "
                         "got 10000000000000000000... (401 characters)"),
     ({"temperature": 9}, "temperature: must be from 0.0 to 2.0; got 9"),
+    ({"n": 5}, "n: must be from 1 to 4; got 5"),  # the chat's cap on answers at once
+    ({"n": 0}, "n: must be from 1 to 4; got 0"),
 ])
 def test_a_number_out_of_range_names_the_field_and_its_whole_range(extra, line):
     """N16: seed >= 2**64 reached vLLM and came back as a plain-text 500; vLLM's own range is int64's."""
@@ -70,7 +72,7 @@ FITTED = FittedPrompt([1, 2, 3], dropped_messages=2, max_tokens=16)
 
 
 def test_a_plain_answer_has_the_fields_it_always_had():
-    body = _completion("chatcmpl-1", FITTED, "h\u00e9llo", 4, "abort")  # vLLM's reasons pass as they are
+    body = _completion("chatcmpl-1", FITTED, [("h\u00e9llo", 4, "abort")])  # vLLM's reasons pass as they are
     created = body.pop("created")
     assert isinstance(created, int) and body == {
         "id": "chatcmpl-1", "object": "chat.completion", "model": MODEL_ID,
@@ -78,17 +80,21 @@ def test_a_plain_answer_has_the_fields_it_always_had():
         "usage": {"prompt_tokens": 3, "completion_tokens": 4, "total_tokens": 7}, "ernie_chat": {"dropped_messages": 2}}
 
 
-def stream_events(deltas, include_usage, error=None):
+def stream_events(deltas, include_usage, error=None, choices=1):
     async def fake_stream(token_ids, sampling, owner=None):
+        assert owner == "/v1"  # every choice in /v1's turn of the queue
         for delta in deltas:
-            yield delta
+            yield Delta(f"{sampling.seed}:{delta.text}" if sampling.seed is not None and delta.text else delta.text,
+                        delta.new_tokens, delta.finished, delta.finish_reason)
+            await asyncio.sleep(0)
         if error:
             raise error
 
     rt = SimpleNamespace(host=SimpleNamespace(stream=fake_stream))
+    samplings = [Sampling(0.8, 0.8, 16, seed=i if choices > 1 else None) for i in range(choices)]
 
     async def collect():
-        return [event async for event in _stream(rt, FITTED, Sampling(0.8, 0.8, 16), "chatcmpl-2", include_usage)]
+        return [event async for event in _stream(rt, FITTED, samplings, "chatcmpl-2", include_usage)]
 
     return asyncio.run(collect())
 
@@ -121,3 +127,29 @@ def test_stream_options_are_understood():
     request = parse_request({"messages": [{"role": "user", "content": "hi"}], "stream": True,
                              "stream_options": {"include_usage": True}, "seed": 3}, 1000)
     assert request.stream_options.include_usage and request.seed == 3
+
+
+def test_n_choices_are_streamed_each_with_its_index_and_the_usage_counts_the_prompt_once():
+    events = stream_events([Delta("a", 1), Delta("b", 1, True, "stop")], include_usage=True, choices=3)
+    chunks = [json.loads(e[6:]) for e in events[:-1]]
+    pieces = [c["choices"][0] for c in chunks if c["choices"]]
+    assert [p["index"] for p in pieces[:3]] == [0, 1, 2] and all(p["delta"]["role"] == "assistant" for p in pieces[:3])
+    for index in range(3):
+        mine = [p for p in pieces[3:] if p["index"] == index]
+        assert "".join(p["delta"].get("content", "") for p in mine) == f"{index}:a{index}:b"  # its own seed's
+        assert mine[-1]["finish_reason"] == "stop"
+    assert chunks[-1]["usage"] == {"prompt_tokens": 3, "completion_tokens": 6, "total_tokens": 9}
+
+
+def test_n_choices_in_one_answer_and_their_usage():
+    body = _completion("chatcmpl-3", FITTED, [("one", 4, "stop"), ("two", 5, "length")])
+    assert [(c["index"], c["message"]["content"], c["finish_reason"]) for c in body["choices"]] == [
+        (0, "one", "stop"), (1, "two", "length")]
+    assert body["usage"] == {"prompt_tokens": 3, "completion_tokens": 9, "total_tokens": 12}
+
+
+def test_a_failing_choice_ends_the_stream_with_one_error_event():
+    events = stream_events([Delta("a", 1)], include_usage=False, error=EngineUnavailable("engine restarting"),
+                           choices=2)
+    errors = [e for e in events[:-1] if '"error"' in e]
+    assert len(errors) == 1 and events[-1] == "data: [DONE]\n\n"

@@ -205,3 +205,28 @@ def test_an_answer_cut_at_its_limit_is_continued_from_a_prompt_that_ends_with_it
     assert tokenizer.decode(fitted.token_ids) == "<|begin_of_sentence|>User: Write a poem.\nAssistant: The waves roll"
     question = fit_to_context("", [], "Write a poem.", 4096, 64, template)
     assert tokenizer.decode(question.token_ids).endswith("Assistant: ")  # a new answer: the turn is opened
+
+
+def test_the_answers_at_once_are_one_unless_asked_and_never_past_the_cap():
+    """The chat's "Answers at once" and /v1's n share ANSWERS_AT_ONCE (1-4): a forged panel value is brought into
+    it and reported, as any setting is (app/ui/answer.py words that report as the cap's own line)."""
+    from app.settings import ANSWERS_AT_ONCE
+
+    defaults = {"temperature": 0.8, "top_p": 0.8, "max_tokens": 512, "answers": 1}
+    assert clamp_sampling({}, defaults).chosen.answers == 1
+    assert clamp_sampling({"answers": 3.0}, defaults).chosen.answers == 3  # the panel's slider keeps floats
+    capped = clamp_sampling({"answers": 9}, defaults)
+    assert capped.chosen.answers == 4 and [c[:2] + c[3:] for c in capped.corrections] == [("answers", 9, 4)]
+    assert str(capped.corrections[0][2]) == str(ANSWERS_AT_ONCE) == "1..4"
+    garbled = clamp_sampling({"answers": "many"}, defaults)
+    assert garbled.chosen.answers == 1 and [c[0] for c in garbled.corrections] == ["answers"]
+    assert clamp_sampling({"answers": 0}, {k: v for k, v in defaults.items() if k != "answers"}).chosen.answers == 1
+
+
+def test_several_answers_get_their_own_seeds_only_when_one_is_asked_for():
+    from app.conversation import several_samplings
+
+    one = Sampling(0.8, 0.8, 64)
+    assert several_samplings(one, 3) == [one] * 3
+    seeded = several_samplings(Sampling(0.8, 0.8, 64, seed=5), 3)
+    assert [s.seed for s in seeded] == [5, 6, 7] and {s.max_tokens for s in seeded} == {64}

@@ -253,6 +253,38 @@ def test_users_take_turns_for_the_document_readers(tmp_path, monkeypatch):
     assert read == ["m1.txt", "a1.txt", "m2.txt", "m3.txt", "m4.txt"]
 
 
+def test_another_users_file_is_read_while_one_users_slow_files_hold_their_share(tmp_path):
+    """Issue 36 N6, the readers as shipped: while one user's slow files hold every reader a user may have, and more
+    of theirs wait, another user's file is read at once (a real worker process); on two cores it used to wait for
+    the end of the slow one (one reader for all)."""
+    from app.documents import worker
+
+    async def read_for(owner: str, name: str) -> None:
+        path = tmp_path / name
+        path.write_text(f"{owner}'s file {name}")
+        await worker.read_in_worker(path, name, Kind.TEXT, 1000, owner=owner)
+
+    async def scenario() -> bool:
+        holding, finish = asyncio.Semaphore(0), asyncio.Event()
+
+        async def slow_read() -> None:  # one of mallory's slow files being read
+            async with worker._WORKER_SLOTS.slot(owner="mallory"):
+                holding.release()
+                await finish.wait()
+
+        slow = [asyncio.create_task(slow_read()) for _ in range(worker.MAX_WORKERS_PER_USER)]
+        for _ in slow:
+            await holding.acquire()
+        waiting = asyncio.create_task(read_for("mallory", "m2.txt"))
+        await asyncio.wait_for(read_for("alice", "a1.txt"), 60)  # a bound on failure, not a wait
+        mallory_still_waiting = not waiting.done()
+        finish.set()
+        await asyncio.gather(*slow, waiting)
+        return mallory_still_waiting
+
+    assert asyncio.run(scenario())
+
+
 def test_a_messages_files_read_with_one_line_for_each_left_out(tmp_path, monkeypatch):
     from types import SimpleNamespace
 

@@ -100,3 +100,63 @@ def test_owners_take_turns_and_positions_follow_the_turns():
     assert order == ["a1", "b1", "m1", "a2", "m2", "m3"]
     assert first_position["a1"] == 1 and first_position["b1"] == 2  # told their turn, not the length of the pile
     assert gate.active == 0 and gate.queued == 0
+
+
+def test_one_owner_holds_at_most_its_share_and_another_gets_the_slot_left():
+    """With a slot more than one owner's share, another user's job starts at once while one user's long jobs run
+    and more of theirs wait; a cancelled waiter leaves without taking a slot."""
+    async def scenario():
+        gate = FairGate(2, per_owner=1)
+        started, release = [], asyncio.Event()
+
+        async def job(name, owner, wait=True):
+            async with gate.slot(owner=owner):
+                started.append(name)
+                if wait:
+                    await release.wait()
+
+        long_one = asyncio.create_task(job("m1", "mallory"))
+        more = [asyncio.create_task(job(f"m{n}", "mallory")) for n in (2, 3)]
+        await asyncio.sleep(0)
+        assert started == ["m1"] and gate.active == 1 and gate.queued == 2  # mallory's share is one slot
+        more[0].cancel()
+        await asyncio.gather(more[0], return_exceptions=True)
+        await asyncio.wait_for(job("a1", "alice", wait=False), 1)  # the slot left is alice's at once
+        assert started == ["m1", "a1"] and gate.active == 1
+        release.set()
+        await asyncio.gather(long_one, more[1])
+        return gate, started
+
+    gate, started = asyncio.run(scenario())
+    assert started == ["m1", "a1", "m3"] and gate.active == 0 and gate.queued == 0
+
+
+def test_a_share_is_at_least_one_slot():
+    import pytest
+
+    with pytest.raises(ValueError):
+        FairGate(2, per_owner=0)
+
+
+def test_several_answers_at_once_take_one_turn_each_so_another_user_waits_one_turn_at_most():
+    """Four answers at once to one question are four requests of one owner: another user who asks meanwhile gets the
+    next free slot, not the one after all four (the per-user share holds for answers at once)."""
+    async def scenario():
+        gate = FairGate(2)
+        order, release = [], asyncio.Event()
+
+        async def answer(name, owner):
+            async with gate.slot(owner=owner):
+                order.append(name)
+                await release.wait()
+
+        tasks = [asyncio.create_task(answer(f"m{i}", "mallory")) for i in range(4)]
+        await asyncio.sleep(0)
+        tasks.append(asyncio.create_task(answer("a1", "alice")))
+        await asyncio.sleep(0)
+        release.set()
+        await asyncio.gather(*tasks)
+        return order
+
+    order = asyncio.run(scenario())
+    assert order[:2] == ["m0", "m1"] and order[2] == "a1"  # alice's one answer goes before mallory's third

@@ -6,8 +6,10 @@ from app.history.chat_metadata import SETTING_TYPES, imported_metadata, typed_se
 from app.history.presets import PRESET_KEYS
 
 
-def test_every_setting_a_preset_keeps_has_its_type_check():
-    assert set(SETTING_TYPES) == set(PRESET_KEYS)
+def test_every_setting_a_preset_keeps_has_its_type_check_and_so_do_the_answers_at_once():
+    assert set(SETTING_TYPES) == {*PRESET_KEYS, "answers"}
+    assert typed_settings({"answers": 3, "max_tokens": 64}) == {"answers": 3, "max_tokens": 64}
+    assert typed_settings({"answers": "3"}) == {} and typed_settings({"answers": True}) == {}
 
 
 def test_session_state_sharing_flags_and_unknown_keys_are_dropped():

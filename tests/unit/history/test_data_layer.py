@@ -17,24 +17,8 @@ from app.history import HistoryStore, prepare_database
 from app.history.data_layer import STORE_BEFORE_ANSWER_TIMEOUT_S
 from app.history.database import DatabaseLocation
 from app.history.schema import SCHEMA_VERSION, elements, meta, steps, threads
-from tests.postgres import create_database, postgres_server
 from tests.support.fakes import logged_in_user
 from tests.support.history_store import message, run_with_store, start_chat
-
-
-@pytest.fixture(scope="module")
-def postgres_url():
-    with postgres_server() as url:
-        yield url
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def location(request, tmp_path) -> DatabaseLocation:
-    if request.param == "sqlite":
-        path = tmp_path / "chats.db"
-        return DatabaseLocation(f"sqlite+aiosqlite:///{path}", path)
-    base = request.getfixturevalue("postgres_url")
-    return DatabaseLocation(asyncio.run(create_database(base)))
 
 
 def test_schema_version_is_recorded_and_a_second_start_keeps_the_data(location):

@@ -117,7 +117,7 @@ def chatgpt_export():
     return [edited, no_current]
 
 
-def test_chatgpt_reads_the_branch_that_ends_at_current_node(tmp_path):
+def test_chatgpt_opens_at_current_node_and_keeps_the_edited_branch(tmp_path):
     reading = read(tmp_path, "conversations.json", chatgpt_export())
     assert reading.kind == "ChatGPT export" and len(reading.chats) == 2
     # Root, system and tool nodes and the call to the tool are left out; the image part carries no text.
@@ -128,14 +128,19 @@ def test_chatgpt_reads_the_branch_that_ends_at_current_node(tmp_path):
     assert [s["createdAt"] for s in chat["steps"]] == [
         "2024-05-29T16:26:41.000000Z", "2024-05-29T16:26:42.000000Z", "2024-05-29T16:26:45.000000Z",
         "2024-05-29T16:26:45.000001Z"]  # the answer without a time comes just after the question
-    assert [s["metadata"] for s in chat["steps"]] == [{}, {"kind": "answer"}, {}, {"kind": "answer"}]
+    # The edited-away question is a branch of the question that replaced it, with its answer (app/history/trees.py).
+    assert [s["metadata"] for s in chat["steps"]] == [{}, {"kind": "answer"}, {"branches": [
+        {"text": "an edited-away question", "after": [{"type": "assistant_message", "name": "Assistant",
+                                                       "output": "an answer on the old branch",
+                                                       "metadata": {"kind": "answer"}}]},
+        {"text": "How tall is it?", "after": None}], "branch": 1}, {"kind": "answer"}]
     assert chat["created_at"] == "2024-05-29T16:26:40.500000Z"
     # Without current_node: the last leaf; without a title: the first question names it.
     assert said(reading, 1) == [("user", "量子纠缠是什么？"), ("assistant", "两个粒子之间的特殊联系。")]
     assert reading.chats[1].data["name"] == "量子纠缠是什么？"
 
 
-def test_chatgpt_ids_are_stable_and_a_looping_tree_ends(tmp_path):
+def test_chatgpt_ids_are_stable_and_a_looping_tree_is_refused(tmp_path):
     export = chatgpt_export()
     first = read(tmp_path, "a.json", export)
     again = read(tmp_path, "b.json", export)
@@ -143,8 +148,10 @@ def test_chatgpt_ids_are_stable_and_a_looping_tree_ends(tmp_path):
     looped = gpt_conversation("c-3", "loop", [
         gpt_node("x", "y", ["y"], "user", ["one"], 1.0e9), gpt_node("y", "x", ["x"], "assistant", ["two"], 1.0e9)],
         current_node="y")
-    reading = read(tmp_path, "loop.json", [looped])
-    assert said(reading) == [("user", "one"), ("assistant", "two")]
+    reading = read(tmp_path, "loop.json", [looped, export[1]])
+    assert reading.chats[0].data is None
+    assert reading.chats[0].refused.startswith("its tree loops: 2 of its messages are their own ancestors")
+    assert said(reading, 1)[0] == ("user", "量子纠缠是什么？")  # the file's other chat is read
 
 
 # ----- Open WebUI ------------------------------------------------------------------------------------------
@@ -177,12 +184,15 @@ def webui_export():
     return [current, older]
 
 
-def test_open_webui_reads_the_branch_that_ends_at_current_id(tmp_path):
+def test_open_webui_opens_at_current_id_and_keeps_the_regenerated_answer(tmp_path):
     reading = read(tmp_path, "chat-export-1718.json", webui_export())
     assert reading.kind == "Open WebUI export"
     assert said(reading) == [("user", "Name a sea."), ("assistant", "The Baltic Sea."), ("user", "Is it salty?"),
                              ("assistant", "Less than the ocean.")]
     chat = reading.chats[0].data
+    # The answer regenerated away ended the chat there: a version of the answer that replaced it.
+    assert chat["steps"][1]["metadata"] == {"kind": "answer", "shown": 1, "versions": [
+        {"text": "a regenerated-away answer", "footer": ""}, {"text": "The Baltic Sea.", "footer": ""}]}
     assert chat["metadata"] == {"chat_settings": {"system_prompt": "Answer in one line."}}
     stamps = [s["createdAt"] for s in chat["steps"]]
     assert stamps == sorted(stamps) and len(set(stamps)) == 4  # the tie in the file became two rising times

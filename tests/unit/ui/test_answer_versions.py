@@ -90,3 +90,37 @@ def test_regenerate_writes_into_the_same_answer_until_the_cap_then_says_so_and_c
     said, answered, removed = regenerated(monkeypatch, MAX_VERSIONS)
     assert said == [t("en-US", "versions_full", limit=MAX_VERSIONS)] and "10 versions" in said[0]
     assert answered == [] and removed == (False, False, False)
+
+
+def test_a_chat_opened_from_a_search_shows_and_saves_the_version_holding_the_words():
+    import asyncio
+
+    from app.history.recent_searches import RecentSearches
+    from app.ui.answer_versions import open_on_searched_version
+
+    saved = []
+    layer = SimpleNamespace(searched=RecentSearches())
+
+    async def update_step(step):
+        saved.append(step["id"])
+
+    layer.update_step = update_step
+    versions = [{"text": "Lyon.", "footer": "\n\n`stats`"}, {"text": "Brest, the harbour.", "footer": "\n\n`s2`"}]
+
+    def thread():
+        return {"id": "chat", "userId": "u1", "steps": [
+            {"id": "q", "type": "user_message", "output": "A city?", "metadata": {}},
+            {"id": "a", "type": "assistant_message", "output": "Lyon.\n\n`stats`",
+             "metadata": {KIND: KIND_ANSWER, FOOTER: "\n\n`stats`", VERSIONS: versions, SHOWN: 0}}]}
+
+    opened = thread()
+    asyncio.run(open_on_searched_version(opened, layer))  # no search: as it was
+    assert opened == thread() and saved == []
+    layer.searched.listed("u1", ["harbour"], ["chat"])
+    asyncio.run(open_on_searched_version(opened, layer))
+    assert opened["steps"][1]["output"] == "Brest, the harbour.\n\n`s2`" and opened["steps"][1]["metadata"][SHOWN] == 1
+    assert saved == ["a"]
+    layer.searched.listed("u1", ["city"], ["chat"])  # a word the chat shows: nothing moves
+    again = thread()
+    asyncio.run(open_on_searched_version(again, layer))
+    assert again == thread() and saved == ["a"]
