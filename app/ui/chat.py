@@ -58,6 +58,7 @@ from app.ui.question_branches import (
     BRANCH_NEXT,
     BRANCH_PREVIOUS,
     keep_branch_on_edit,
+    open_on_searched_branch,
     show_arrows_on_resume,
     show_branch,
 )
@@ -125,12 +126,12 @@ async def on_chat_resume(resumed: ThreadDict) -> None:
     thread = cast("dict[str, Any]", resumed)  # the same object: what changes here is what Chainlit sends the page
     rt = current_runtime()
     await _open_chat(rt, CHAT_SETTINGS.get())
-    if rt.history is not None:  # opened from a search: the version holding the words searched is shown
-        await open_on_searched_version(thread, rt.history.layer)
+    if rt.history is not None:  # opened from a search: the branch and version holding the words are shown
+        await _open_on_searched(thread, rt.history.layer)
     await mark_interrupted(thread, language())
     await offer_actions_on_resume(thread, language())
-    await show_arrows_on_resume(thread, language())
     relink_resumed_files(thread, rt.settings.server.root_path)
+    await show_arrows_on_resume(thread, language())
     await show_status_in_resumed_chat(rt, language(), thread)
 
 
@@ -179,6 +180,15 @@ async def _read_and_answer(rt: Runtime, message: cl.Message) -> None:
     if rt.history is not None:  # a saved chat has an address of its own
         await tell_page_the_chat_address(rt.settings.server.root_path)
     await answer(rt, message)
+
+
+async def _open_on_searched(thread: dict[str, Any], layer: Any) -> None:
+    """The words of the search the chat was picked from (taken once: the record is emptied), shown: the branch of
+    a question holding them first, as it changes which answers are shown, then the versions of those answers."""
+    words = layer.searched.take(str(thread.get("userId") or ""), str(thread.get("id") or ""))
+    if words:
+        await open_on_searched_branch(thread, layer, words)
+        await open_on_searched_version(thread, layer, words)
 
 
 def _presets(rt: Runtime) -> Optional[PresetStore]:

@@ -1,7 +1,8 @@
 """A question's branches on the page: an edit keeps the question as it was and every message after it as a branch,
 and "◀ Branch 2/3 ▶" on the question switches between them, each with its own continuation. The branch shown is
 the chat the page shows, so the next question builds on it (the prompt is that chat, app/ui/chat_messages.py), and
-a resumed chat shows the branch last shown, with its arrows.
+a resumed chat shows the branch last shown, with its arrows; a chat picked from the search opens on the branch
+holding the words searched.
 
 The page draws no buttons on a user's message, so the arrows are a custom element shown with the question
 (public/elements/BranchArrows.jsx), which calls the arrow's action. The page sends that action, and anything in it:
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import uuid
+from collections.abc import Iterable
 from typing import Any, Optional, cast
 
 import chainlit as cl
@@ -19,6 +21,7 @@ import chainlit as cl
 from app.chainlit_internals import answer_tasks
 from app.history.branching import kept_message, with_branch_switched, with_edit_kept
 from app.history.messages import KIND, KIND_ANSWER, MAX_BRANCHES, USER_MESSAGE, shown_branch, stored_branches
+from app.history.search_hits import branch_to_open
 from app.i18n import t
 from app.ui.answer_actions import offer_actions, offer_fork, take_off_answer_actions
 from app.ui.answer_versions import asked_index, newest_answer
@@ -127,11 +130,54 @@ async def show_messages(kept: list[dict[str, Any]], language: str) -> None:
 
 
 async def show_arrows_on_resume(thread: dict[str, Any], language: str) -> None:
-    """A reopened chat: each question with branches gets its arrows, for the branch last shown. Chainlit calls
-    on_chat_resume before it sends the chat to the page, which then replaces its elements with the chat's: the
-    arrows ride in the chat about to be sent (as the status panel does, app/ui/status_panel.py)."""
+    """A reopened chat: each question with branches gets its arrows, for the branch last shown.
+
+    Chainlit calls on_chat_resume before it sends the chat to the page (``resume_thread``), and the page then
+    replaces its elements with the chat's, so arrows sent now are wiped. They ride in the chat about to be sent,
+    as the status panel does (app/ui/status_panel.py): the page's ``resume_thread`` handler keeps every element of
+    the chat but avatars and task lists, and draws an inline element with the message its ``forId`` names, so the
+    arrows come in the same event as their question, with no second event to lose or to race. Sending them after
+    ``resume_thread`` instead would mean wrapping Chainlit's emitter, and they would still be a separate event.
+    Whatever edits the chat's elements must keep them (app/documents/attach.py ``relink_resumed_files``, which
+    leaves out a question's unread uploads, keeps custom elements)."""
     arrows = [await show_arrows(step["id"], step.get("metadata"), language)
               for step in thread.get("steps", []) if step.get("type") == USER_MESSAGE]
     drawn = [element for element in arrows if element is not None]
     if drawn:
         thread["elements"] = [*(thread.get("elements") or ()), *drawn]
+
+
+def _kept_step(step: dict[str, Any]) -> dict[str, Any]:
+    return kept_message(str(step.get("type")), str(step.get("name") or ""), str(step.get("output") or ""),
+                        step.get("metadata"))
+
+
+async def open_on_searched_branch(thread: dict[str, Any], layer: Any, words: Iterable[str]) -> None:
+    """A chat opened from the search dialog for ``words``: when a hidden branch of a question holds words the
+    shown chat misses, that branch is shown, switched as its arrows switch it (``with_branch_switched``) and saved
+    through the data layer: the question first, then the leaving branch's messages removed and the coming one's
+    stored as the chat's own. It changes the chat Chainlit is about to send: on_chat_resume runs before the page,
+    the chat's context (the next prompt) and the arrows read it, so nothing is sent here."""
+    steps = list(thread.get("steps") or [])
+    found = branch_to_open(steps, words)
+    place = None if found is None else next(
+        (n for n, step in enumerate(steps) if step.get("id") == found[0] and step.get("type") == USER_MESSAGE), None)
+    if found is None or place is None:
+        return
+    question = steps[place]
+    later = [step for step in steps[place + 1:] if "message" in str(step.get("type"))]
+    switched = with_branch_switched(question.get("metadata"), str(question.get("output") or ""),
+                                    [_kept_step(step) for step in later], found[1])
+    if switched is None:
+        return
+    question["output"], after, question["metadata"] = switched
+    await layer.update_step(question)
+    for step in later:
+        await layer.delete_step(step["id"])
+    shown = [dict(cl.Message(content=item["output"], author=item["name"], metadata=dict(item["metadata"]),
+                             type=cast(Any, item["type"])).to_dict()) for item in after]
+    for step in shown:
+        await layer.create_step(step)
+    gone = {step["id"] for step in later}
+    thread["steps"] = [step for step in steps if step.get("id") not in gone] + shown
+    thread["elements"] = [e for e in thread.get("elements") or () if e.get("forId") not in gone]

@@ -175,4 +175,6 @@ def test_an_edit_makes_a_branch_switches_back_forks_and_is_kept(browser, real_mo
         page = open_chat(browser, app, f"/thread/{thread}", locale="zh-CN")
         branch_place(page, 2, 2, locale="zh-CN")  # "分支 2/2"
         assert branch_arrow(page, "branch_previous", locale="zh-CN").count() == 1
+        wait_answers(page, [reference_answer, edited_follow_up])
+        page.screenshot(path=str(shots_dir / "real-branches-zh.png"))
         page.context.close()

@@ -31,3 +31,56 @@ def test_an_answers_fork_button_is_one_per_answer_and_says_what_it_does():
     fork = fork_action("a1", "zh-CN")
     assert (fork.name, fork.id, fork.tooltip, fork.payload) == (FORK, "fork-a1", "分叉为新对话", {})
     assert fork_action("a1", "en-US").id == fork.id
+
+
+def test_a_chat_opened_from_a_search_shows_and_saves_the_branch_holding_the_words():
+    import asyncio
+    from types import SimpleNamespace
+
+    from chainlit.context import init_http_context
+
+    from app.ui.question_branches import open_on_searched_branch
+
+    calls: list[tuple[str, str]] = []
+    created: list[dict] = []
+
+    async def update_step(step):
+        calls.append(("update", step["id"]))
+
+    async def delete_step(step_id):
+        calls.append(("delete", step_id))
+
+    async def create_step(step):
+        calls.append(("create", step["output"]))
+        created.append(step)
+
+    layer = SimpleNamespace(update_step=update_step, delete_step=delete_step, create_step=create_step)
+    barge = {"type": "assistant_message", "name": "Assistant", "output": "A lighthouse barge.",
+             "metadata": {"kind": "answer"}}
+
+    def thread():
+        branches = [{"text": "Boats?", "after": [barge]}, {"text": "Fish?", "after": None}]
+        return {"id": "chat", "userId": "u1", "elements": [{"id": "e", "forId": "a"}, {"id": "f", "forId": "q"}],
+                "steps": [{"id": "q", "type": "user_message", "name": "local", "output": "Fish?",
+                           "metadata": {"branches": branches, "branch": 1}},
+                          {"id": "a", "type": "assistant_message", "name": "Assistant", "output": "Trout.",
+                           "metadata": {"kind": "answer"}}]}
+
+    async def opened_for(words):
+        init_http_context(thread_id="chat")  # the chat being resumed, as Chainlit's socket handler has it
+        opened = thread()
+        await open_on_searched_branch(opened, layer, words)
+        return opened
+
+    for words in ((), ("trout",), ("heron",)):  # no search, a word shown, a word nowhere: as it was
+        assert asyncio.run(opened_for(words)) == thread() and calls == []
+    opened = asyncio.run(opened_for(("lighthouse",)))
+    # Saved as an arrow saves a switch: the question first, then the branch leaving goes and the coming one is stored.
+    assert calls == [("update", "q"), ("delete", "a"), ("create", "A lighthouse barge.")]
+    question = opened["steps"][0]
+    assert question["output"] == "Boats?" and question["metadata"]["branch"] == 0
+    assert question["metadata"]["branches"][1] == {"text": "Fish?", "after": [
+        {"type": "assistant_message", "name": "Assistant", "output": "Trout.", "metadata": {"kind": "answer"}}]}
+    assert opened["steps"][1:] == created and created[0]["threadId"] == "chat"
+    assert (created[0]["type"], created[0]["metadata"]) == ("assistant_message", {"kind": "answer"})
+    assert opened["elements"] == [{"id": "f", "forId": "q"}]
