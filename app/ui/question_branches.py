@@ -20,8 +20,16 @@ import chainlit as cl
 
 from app.chainlit_internals import answer_tasks
 from app.history.branching import kept_message, with_branch_switched, with_edit_kept
-from app.history.messages import KIND, KIND_ANSWER, MAX_BRANCHES, USER_MESSAGE, shown_branch, stored_branches
-from app.history.search_hits import branch_to_open
+from app.history.messages import (
+    KIND,
+    KIND_ANSWER,
+    MAX_BRANCH_DEPTH,
+    MAX_BRANCHES,
+    USER_MESSAGE,
+    shown_branch,
+    stored_branches,
+)
+from app.history.search_hits import branch_to_open, words_missing
 from app.i18n import t
 from app.ui.answer_actions import offer_actions, offer_fork, take_off_answer_actions
 from app.ui.answer_versions import asked_index, newest_answer
@@ -155,21 +163,36 @@ def _kept_step(step: dict[str, Any]) -> dict[str, Any]:
 async def open_on_searched_branch(thread: dict[str, Any], layer: Any, words: Iterable[str]) -> None:
     """A chat opened from the search dialog for ``words``: when a hidden branch of a question holds words the
     shown chat misses, that branch is shown, switched as its arrows switch it (``with_branch_switched``) and saved
-    through the data layer: the question first, then the leaving branch's messages removed and the coming one's
-    stored as the chat's own. It changes the chat Chainlit is about to send: on_chat_resume runs before the page,
-    the chat's context (the next prompt) and the arrows read it, so nothing is sent here."""
+    through the data layer. The branch shown may hold the words deeper, in a hidden branch of one of its own
+    questions (an edit made inside it): that one is shown too. Each switch is further down the chat than the last,
+    one nesting level deeper, so it ends (MAX_BRANCH_DEPTH).
+
+    It changes the chat Chainlit is about to send: on_chat_resume runs before the page, the chat's context (the
+    next prompt) and the arrows read it, so nothing is sent here."""
+    missing = words_missing(thread.get("steps") or [], words)
+    start = 0
+    for _ in range(MAX_BRANCH_DEPTH + 1):
+        steps = list(thread.get("steps") or [])
+        found = branch_to_open(steps[start:], missing) if missing else None
+        place = None if found is None else next((n for n, step in enumerate(steps)
+                                                 if step.get("id") == found[0] and step.get("type") == USER_MESSAGE),
+                                                None)
+        if found is None or place is None or not await _switch_in_chat(thread, layer, place, found[1]):
+            return
+        start, missing = place + 1, words_missing(thread["steps"], missing)
+
+
+async def _switch_in_chat(thread: dict[str, Any], layer: Any, place: int, index: int) -> bool:
+    """Show branch ``index`` of the question at ``place`` in the chat about to be sent, and save it as a switch is
+    saved: the question first, then the leaving branch's messages removed and the coming one's stored as the
+    chat's own. False when that is not another branch of the question."""
     steps = list(thread.get("steps") or [])
-    found = branch_to_open(steps, words)
-    place = None if found is None else next(
-        (n for n, step in enumerate(steps) if step.get("id") == found[0] and step.get("type") == USER_MESSAGE), None)
-    if found is None or place is None:
-        return
     question = steps[place]
     later = [step for step in steps[place + 1:] if "message" in str(step.get("type"))]
     switched = with_branch_switched(question.get("metadata"), str(question.get("output") or ""),
-                                    [_kept_step(step) for step in later], found[1])
+                                    [_kept_step(step) for step in later], index)
     if switched is None:
-        return
+        return False
     question["output"], after, question["metadata"] = switched
     await layer.update_step(question)
     for step in later:
@@ -181,3 +204,4 @@ async def open_on_searched_branch(thread: dict[str, Any], layer: Any, words: Ite
     gone = {step["id"] for step in later}
     thread["steps"] = [step for step in steps if step.get("id") not in gone] + shown
     thread["elements"] = [e for e in thread.get("elements") or () if e.get("forId") not in gone]
+    return True

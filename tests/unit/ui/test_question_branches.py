@@ -84,3 +84,50 @@ def test_a_chat_opened_from_a_search_shows_and_saves_the_branch_holding_the_word
     assert opened["steps"][1:] == created and created[0]["threadId"] == "chat"
     assert (created[0]["type"], created[0]["metadata"]) == ("assistant_message", {"kind": "answer"})
     assert opened["elements"] == [{"id": "f", "forId": "q"}]
+
+
+def test_a_search_opens_a_branch_nested_in_a_branch_each_switch_further_down():
+    import asyncio
+    from types import SimpleNamespace
+
+    from chainlit.context import init_http_context
+
+    from app.ui.question_branches import open_on_searched_branch
+
+    calls: list[tuple[str, str]] = []
+
+    async def update_step(step):
+        calls.append(("update", step["output"]))
+
+    async def delete_step(step_id):
+        calls.append(("delete", step_id))
+
+    async def create_step(step):
+        calls.append(("create", step["output"]))
+
+    def message(type_, output, metadata=None):
+        return {"type": type_, "name": "x", "output": output, "metadata": metadata or {}}
+
+    inner = {"branches": [{"text": "The red one?", "after": [message("assistant_message", "A lighthouse tender.")]},
+                          {"text": "Which one?", "after": None}], "branch": 1}
+    hidden = [message("assistant_message", "Barges."), message("user_message", "Which one?", inner),
+              message("assistant_message", "The blue one.")]
+    thread = {"id": "chat", "steps": [
+        {"id": "q", "type": "user_message", "name": "x", "output": "Fish?",
+         "metadata": {"branches": [{"text": "Boats?", "after": hidden}, {"text": "Fish?", "after": None}],
+                      "branch": 1}},
+        {"id": "a", "type": "assistant_message", "name": "x", "output": "Trout.", "metadata": {}}]}
+
+    async def open_it():
+        init_http_context(thread_id="chat")
+        layer = SimpleNamespace(update_step=update_step, delete_step=delete_step, create_step=create_step)
+        await open_on_searched_branch(thread, layer, ("lighthouse",))
+
+    asyncio.run(open_it())
+    assert [step["output"] for step in thread["steps"]] == ["Boats?", "Barges.", "The red one?",
+                                                            "A lighthouse tender."]
+    assert calls[:5] == [("update", "Boats?"), ("delete", "a"), ("create", "Barges."), ("create", "Which one?"),
+                         ("create", "The blue one.")]
+    assert calls[5][0] == "update" and calls[5][1] == "The red one?" and calls[6][0] == "delete"
+    assert calls[7:] == [("create", "A lighthouse tender.")]
+    assert thread["steps"][2]["metadata"]["branch"] == 0
