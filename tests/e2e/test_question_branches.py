@@ -54,6 +54,12 @@ def branch_arrow(page, name: str, locale: str = "en-US"):
     return page.get_by_role("button", name=t(locale, name), exact=True)
 
 
+def picture(page, path) -> None:
+    """The README's picture: the chat scrolled so that the first question's arrows are at its top."""
+    page.locator(".branch-place").first.evaluate("e => e.scrollIntoView({block: 'start'})")
+    page.screenshot(path=str(path))
+
+
 def wait_answers(page, texts: list[str]) -> None:
     """Until the page shows exactly these answers (each ended, in order)."""
     page.wait_for_function(
@@ -123,7 +129,7 @@ def test_an_edit_makes_a_branch_switches_back_forks_and_is_kept(browser, real_mo
         # Built on the branch shown: the prompt is the reference chat's, on the page and on the engine's counter.
         assert answer_prompt_tokens(page, 1) == reference_prompt
         assert engine_counted(first, before, reference_prompt) == reference_prompt
-        page.screenshot(path=str(shots_dir / "real-branches.png"))
+        picture(page, shots_dir / "real-branches.png")
 
         branch_arrow(page, "branch_previous").click()
         branch_place(page, 1, 2)
@@ -176,5 +182,5 @@ def test_an_edit_makes_a_branch_switches_back_forks_and_is_kept(browser, real_mo
         branch_place(page, 2, 2, locale="zh-CN")  # "分支 2/2"
         assert branch_arrow(page, "branch_previous", locale="zh-CN").count() == 1
         wait_answers(page, [reference_answer, edited_follow_up])
-        page.screenshot(path=str(shots_dir / "real-branches-zh.png"))
+        picture(page, shots_dir / "real-branches-zh.png")
         page.context.close()
