@@ -6,7 +6,7 @@ where it is needed; what Chainlit does not offer publicly is here, each with why
 """
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
@@ -349,3 +349,52 @@ def element_file_url(root_path: str, chainlit_key: str, session_id: str) -> str:
     element's ``chainlitKey`` (``getElementUrl``). The page builds none for the elements of a chat it is sent
     whole (``resume_thread``), so an element added to such a chat carries it."""
     return f"{root_path}{CHAINLIT_FILE_ROUTE}/{chainlit_key}?session_id={session_id}"
+
+
+# ----- an edited question: the turns it replaces are kept ------------------------------------------------------
+_KEEPS_EDITS = "__ernie_chat_keeps_edits__"  # marks the wrapped edit handler, so a second call leaves it as it is
+EditKeeper = Callable[[Any, list[Any], str], Awaitable[bool]]
+
+
+def keep_turns_on_edit(keep: EditKeeper) -> None:
+    """Chainlit's ``edit_message`` handler (chainlit/socket.py) sets the message's new text, ``remove()``s every
+    later message of the chat (deleting them from the page and, through our data layer, from the database) and
+    calls on_message. Before it does, ``keep(question, later messages, new text)`` runs in the chat's context; it
+    keeps what would be removed, or returns False to drop the edit (Chainlit's handler is not called). An edit of
+    anything but a shown user message (the page offers it on those only) is dropped too. A later call replaces
+    ``keep`` (an app made again in the same process, as tests do)."""
+    import chainlit.socket  # noqa: F401 - registers Chainlit's handlers on its server
+    from chainlit.chat_context import chat_context
+    from chainlit.context import init_ws_context
+    from chainlit.server import sio
+    from chainlit.session import WebsocketSession
+
+    _EDIT_KEEPER[0] = keep
+    handlers = sio.handlers["/"]
+    edit = handlers["edit_message"]
+    if getattr(edit, _KEEPS_EDITS, False):
+        return
+
+    async def kept_then_edited(sid: str, payload: Any) -> Any:
+        message = payload.get("message") if isinstance(payload, dict) else None
+        asked_id = message.get("id") if isinstance(message, dict) else None
+        new_text = message.get("output") if isinstance(message, dict) else None
+        session = WebsocketSession.get(sid)
+        if session is None or not isinstance(asked_id, str) or not isinstance(new_text, str):
+            return None
+        init_ws_context(session)
+        shown = chat_context.get()
+        place = next((n for n, m in enumerate(shown) if m.id == asked_id and m.type == "user_message"), None)
+        if place is None or not await _EDIT_KEEPER[0](shown[place], shown[place + 1:], new_text):
+            return None
+        return await edit(sid, payload)
+
+    setattr(kept_then_edited, _KEEPS_EDITS, True)
+    handlers["edit_message"] = kept_then_edited
+
+
+async def _keep_nothing(question: Any, later: list[Any], new_text: str) -> bool:
+    return True
+
+
+_EDIT_KEEPER: list[EditKeeper] = [_keep_nothing]

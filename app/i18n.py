@@ -31,6 +31,14 @@ STRINGS: dict[str, dict[str, str]] = {
         "version_previous": "Previous version",
         "version_next": "Next version",
         "version_place": "Version {shown}/{count}",
+        "branch_previous": "Previous branch",
+        "branch_next": "Next branch",
+        "branch_place": "Branch {shown}/{count}",
+        "branches_full": "This question already keeps {limit} branches, the most one question keeps: the edit was "
+                         "not made, and every branch is still here (◀ ▶). Fork the chat from an answer to go on "
+                         "from there.",
+        "fork": "Fork into a new chat",
+        "fork_name": "Fork of {name}",
         "answers_same": "Temperature is 0, so these {count} answers will be the same: raise the temperature "
                         "(Settings) for different ones.",
         "versions_room": "This answer keeps at most {limit} versions: {room} of the {asked} answers asked for are "
@@ -183,6 +191,13 @@ STRINGS: dict[str, dict[str, str]] = {
         "version_previous": "上一个版本",
         "version_next": "下一个版本",
         "version_place": "版本 {shown}/{count}",
+        "branch_previous": "上一个分支",
+        "branch_next": "下一个分支",
+        "branch_place": "分支 {shown}/{count}",
+        "branches_full": "这个问题已保存 {limit} 个分支，已达上限：本次编辑未生效，所有分支都仍在（◀ ▶）。"
+                         "可从某个回答分叉出新对话，在那里继续。",
+        "fork": "分叉为新对话",
+        "fork_name": "{name} 的分叉",
         "answers_same": "温度为 0，这 {count} 个回答将完全相同：在设置中调高温度即可得到不同的回答。",
         "versions_room": "每个回答最多保存 {limit} 个版本：请求的 {asked} 个回答中将生成 {room} 个，"
                          "之前的版本都仍在（◀ ▶）。",

@@ -72,13 +72,17 @@ def relink_resumed_files(thread: dict[str, Any], root_path: str) -> None:
     """A resumed chat's attached files, pointed at their kept text: the uploaded copies lived in the files folder
     of the process that took them (gone after a restart), so Chainlit's own links would be broken. Each read file
     becomes a link to its text (``history_router``'s documents route, for the chat's owner); a file that was not
-    read (its line is in the chat) is left out. Runs before Chainlit sends ``thread`` to the page."""
+    read (its line is in the chat) is left out. Runs before Chainlit sends ``thread`` to the page.
+
+    Only uploads are attachments: an element the app draws on a question (a custom element: the branch arrows,
+    app/ui/question_branches.py) is kept as it is. Chainlit makes every upload a file, image, pdf, text, audio or
+    video element, never a custom one."""
     documents = {step["id"]: documents_of(step.get("metadata")) for step in thread.get("steps", [])
                  if step.get("type") == USER_MESSAGE}
     kept = []
     for element in thread.get("elements") or []:
         step_documents = documents.get(element.get("forId"))
-        if step_documents is None:
+        if step_documents is None or element.get("type") == "custom":
             kept.append(element)  # not an attachment of a user message
             continue
         names = [d.get("name") for d in step_documents]

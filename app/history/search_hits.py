@@ -1,7 +1,8 @@
 """Which version of an answer, and which branch of a question, holds the words a search found a chat by: the chat
-is opened showing them (app/ui/answer_versions.py ``open_on_searched_version``). Words are matched as search
-matches them (app/history/data_layer.py: lower-cased substrings); only words the chat's shown messages miss move
-what is shown, to the version or branch holding the most of them."""
+is opened showing them (app/ui/question_branches.py ``open_on_searched_branch``, then app/ui/answer_versions.py
+``open_on_searched_version``). Words are matched as search matches them (app/history/data_layer.py: lower-cased
+substrings); only words the chat's shown messages miss move what is shown, to the version or branch holding the
+most of them."""
 from __future__ import annotations
 
 from collections.abc import Iterable

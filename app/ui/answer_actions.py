@@ -1,6 +1,7 @@
 """The buttons under the newest answer: Regenerate, Continue when it stopped at its length limit, and its versions'
 arrows and place ("◀ Version 2/3 ▶") when Regenerate kept earlier ones. Only the newest answer has them (an older
-one has later turns built on it: the version shown is the one they built on); what they do is app/ui/answer.py's."""
+one has later turns built on it: the version shown is the one they built on); what they do is app/ui/answer.py's.
+Every answer has a fork button (a new chat with the turns up to it: app/ui/fork_chat.py) while chats are kept."""
 from __future__ import annotations
 
 import logging
@@ -17,6 +18,7 @@ REGENERATE = "regenerate"
 CONTINUE = "continue"
 # The versions' buttons: the arrows carry the index they show ({"index": n}); the place does nothing.
 VERSION_PREVIOUS, VERSION_PLACE, VERSION_NEXT = "version_previous", "version_place", "version_next"
+FORK = "fork"
 
 
 def answer_actions(metadata: Optional[dict[str, Any]], language: str) -> list[cl.Action]:
@@ -54,17 +56,50 @@ async def take_off_answer_actions() -> None:
     ANSWER_ACTIONS.set([])
 
 
+def fork_action(answer_id: str, language: str) -> cl.Action:
+    """An answer's fork button: an icon, with its words as the tooltip. Its id is the answer's own, so that the page
+    holds one per answer however often it is offered (Chainlit's page adds every action it is sent)."""
+    return cl.Action(name=FORK, id=f"{FORK}-{answer_id}", payload={}, label="", icon="git-branch",
+                     tooltip=t(language, FORK))
+
+
+def _chats_kept() -> bool:
+    from app.ui.chat_history import current_store
+
+    return current_store() is not None
+
+
+async def _fork_button(answer_id: str, language: str) -> list[cl.Action]:
+    """The answer's fork button, taken off the page first where it was offered before; none without kept chats."""
+    if not _chats_kept():
+        return []
+    fork = fork_action(answer_id, language)
+    await fork.remove()
+    return [fork]
+
+
+async def offer_fork(answer_id: str, language: str) -> None:
+    """Put the fork button on an answer already shown."""
+    for fork in await _fork_button(answer_id, language):
+        await fork.send(for_id=answer_id)
+
+
 async def offer_actions(reply: cl.Message, language: str) -> None:
     """Put the buttons on this answer (sent with it), and take them off the previous one: only the newest answer
-    can be regenerated, continued or flipped (an older one has later turns built on it)."""
+    can be regenerated, continued or flipped (an older one has later turns built on it). Its fork button stays."""
     await take_off_answer_actions()
-    reply.actions = answer_actions(reply.metadata, language)
-    ANSWER_ACTIONS.set(reply.actions)
+    actions = answer_actions(reply.metadata, language)
+    ANSWER_ACTIONS.set(actions)
+    reply.actions = actions + await _fork_button(reply.id, language)
 
 
 async def offer_actions_on_resume(thread: dict[str, Any], language: str) -> None:
-    """A reopened chat gets the buttons on its newest message when that is an answer, as the chat had them."""
+    """A reopened chat gets the buttons on its newest message when that is an answer, as the chat had them, and
+    every answer its fork button."""
     messages = [step for step in thread.get("steps", []) if "message" in step.get("type", "")]
+    for step in messages:
+        if (step.get("metadata") or {}).get(KIND) == KIND_ANSWER:
+            await offer_fork(step["id"], language)
     if not messages or (messages[-1].get("metadata") or {}).get(KIND) != KIND_ANSWER:
         return
     actions = answer_actions(messages[-1].get("metadata"), language)

@@ -8,6 +8,7 @@ no error and changes nothing)."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 from typing import Any, Optional
 
 import chainlit as cl
@@ -60,11 +61,10 @@ async def version_place(action: cl.Action) -> None:
     """The place between the arrows ("Version 2/3") is a button too; pressing it does nothing."""
 
 
-async def open_on_searched_version(thread: dict[str, Any], layer: Any) -> None:
-    """A chat opened from the search dialog: each word searched that no shown message holds is shown, by showing
-    the version of an answer that holds it (the most of them), saved as a flip is. Runs before the page gets the
-    chat (on_chat_resume), so the page, the arrows and the next prompt all read the version shown."""
-    words = layer.searched.take(str(thread.get("userId") or ""), str(thread.get("id") or ""))
+async def open_on_searched_version(thread: dict[str, Any], layer: Any, words: Iterable[str]) -> None:
+    """A chat opened from the search dialog for ``words``: each word that no shown message holds is shown, by
+    showing the version of an answer that holds it (the most of them), saved as a flip is. Runs before the page
+    gets the chat (on_chat_resume), so the page, the arrows and the next prompt all read the version shown."""
     steps = thread.get("steps") or []
     missing = words_missing(steps, words)
     for step in steps:

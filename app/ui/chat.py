@@ -5,6 +5,8 @@ the app through ``current_runtime()``. Who does what:
 
 - app/ui/answer.py: answering one message (checks, settings, the prompt from the chat the page shows), and the
   Regenerate and Continue buttons' answers; app/ui/answer_versions.py: the arrows between an answer's versions;
+  app/ui/question_branches.py: an edit kept as a branch, the arrows between a question's branches;
+  app/ui/fork_chat.py: a new chat forked from an answer;
   app/ui/documents_step.py: attached files read and fitted;
   app/ui/streamed_answer.py: one answer streamed into the chat, and what the chat keeps of it however it ends.
 - app/ui/running_answers.py: this chat's answers as tasks (the per-chat limit; Stop reaches each one).
@@ -25,6 +27,7 @@ from app.chainlit_internals import (
     delete_session_files,
     follow_login_mode,
     forget_chat_contexts_of_closed_sessions,
+    keep_turns_on_edit,
     leave_refused_chat,
     remove_chainlits_stop_message,
 )
@@ -36,6 +39,7 @@ from app.runtime import Runtime, current_runtime
 from app.ui.answer import answer, continue_answer, regenerate
 from app.ui.answer_actions import (
     CONTINUE,
+    FORK,
     REGENERATE,
     VERSION_NEXT,
     VERSION_PLACE,
@@ -48,7 +52,16 @@ from app.ui.chat_address import tell_page_the_chat_address
 from app.ui.chat_history import install_history, store_before_answer
 from app.ui.chat_messages import language, notice
 from app.ui.documents_step import attach_documents, files_to_read
+from app.ui.fork_chat import fork_from
 from app.ui.preset_commands import offer_presets, run_preset_command
+from app.ui.question_branches import (
+    BRANCH_NEXT,
+    BRANCH_PREVIOUS,
+    keep_branch_on_edit,
+    open_on_searched_branch,
+    show_arrows_on_resume,
+    show_branch,
+)
 from app.ui.running_answers import answered_in_a_task, run_tracked, stop_all
 from app.ui.session_keys import CHAT_SETTINGS, REFUSED_CHAT, STATUS_TASK
 from app.ui.settings_panel import keep_settings, send_settings, use_preset
@@ -84,6 +97,10 @@ def install() -> None:
     for arrow in (VERSION_PREVIOUS, VERSION_NEXT):
         cl.action_callback(arrow)(show_version)
     cl.action_callback(VERSION_PLACE)(version_place)
+    for arrow in (BRANCH_PREVIOUS, BRANCH_NEXT):
+        cl.action_callback(arrow)(show_branch)
+    cl.action_callback(FORK)(fork_from)
+    keep_turns_on_edit(keep_branch_on_edit)  # an edit keeps the turns it replaces as a branch of the question
     cl.on_stop(on_stop)
 
 
@@ -110,12 +127,13 @@ async def on_chat_resume(resumed: ThreadDict) -> None:
     thread = cast("dict[str, Any]", resumed)  # the same object: what changes here is what Chainlit sends the page
     rt = current_runtime()
     await _open_chat(rt, CHAT_SETTINGS.get())
-    if rt.history is not None:  # opened from a search: the version holding the words searched is shown
-        await open_on_searched_version(thread, rt.history.layer)
+    if rt.history is not None:  # opened from a search: the branch and version holding the words are shown
+        await _open_on_searched(thread, rt.history.layer)
     await fold_interrupted(thread, language())  # answers at once first: what they fold into is no longer partial
     await mark_interrupted(thread, language())
     await offer_actions_on_resume(thread, language())
     relink_resumed_files(thread, rt.settings.server.root_path)
+    await show_arrows_on_resume(thread, language())
     await show_status_in_resumed_chat(rt, language(), thread)
 
 
@@ -164,6 +182,15 @@ async def _read_and_answer(rt: Runtime, message: cl.Message) -> None:
     if rt.history is not None:  # a saved chat has an address of its own
         await tell_page_the_chat_address(rt.settings.server.root_path)
     await answer(rt, message)
+
+
+async def _open_on_searched(thread: dict[str, Any], layer: Any) -> None:
+    """The words of the search the chat was picked from (taken once: the record is emptied), shown: the branch of
+    a question holding them first, as it changes which answers are shown, then the versions of those answers."""
+    words = layer.searched.take(str(thread.get("userId") or ""), str(thread.get("id") or ""))
+    if words:
+        await open_on_searched_branch(thread, layer, words)
+        await open_on_searched_version(thread, layer, words)
 
 
 def _presets(rt: Runtime) -> Optional[PresetStore]:

@@ -9,46 +9,27 @@ test_answers_real_model.py and test_chat_ui.py: its apps stop before theirs star
 from __future__ import annotations
 
 import re
-import time
 
 import pytest
 
 from app.i18n import t
 from tests.support.app_process import LaunchedApp, running_app
 from tests.support.metrics import prompt_tokens
-from tests.support.page import open_sidebar, send, set_max_answer_tokens, wait_chat_opened
+from tests.support.page import open_sidebar, send, set_max_answer_tokens
+from tests.support.real_answers import (
+    ANSWERS,
+    APP_ARGS,
+    ENDED_ANSWER_JS,
+    answer_prompt_tokens,
+    chat_id,
+    ended_answer,
+    engine_counted,
+    open_chat,
+)
 
 pytestmark = pytest.mark.timeout(600)
 QUESTION = "Tell me about the river Seine in Paris."
 FOLLOW_UP = "What is its length?"
-# float32 and greedy as in test_answers_real_model.py; a small context keeps the longest answer (its half) short.
-APP_ARGS = ("--temperature", "0", "--dtype", "float32", "--max-model-len", "256", "--max-tokens", "128")
-ANSWERS = '[data-step-type="assistant_message"]'
-# The n-th answer's text without its stats line, once that line is shown (the answer has ended); else null.
-ENDED_ANSWER_JS = r"""n => { const m = document.querySelectorAll('[data-step-type="assistant_message"]')[n];
-  if (!m) return null; const s = m.innerText.search(/prompt \d+ tokens|提示 \d+ 个 token/);
-  return s < 0 ? null : m.innerText.slice(0, s).replace(/[\s`]+$/, ''); }"""
-STATS_PROMPT = re.compile(r"prompt (\d+) tokens")
-
-
-def open_chat(browser, app, path="/", locale="en-US"):
-    context = browser.new_context(locale=locale, viewport={"width": 1280, "height": 900})
-    page = context.new_page()
-    page.goto(app.url + path)
-    page.wait_for_selector("#chat-input", timeout=30000)
-    if path == "/":
-        wait_chat_opened(page, locale)
-    return page
-
-
-def ended_answer(page, n: int = 0, timeout_ms: int = 240000) -> str:
-    return page.wait_for_function(ENDED_ANSWER_JS, arg=n, timeout=timeout_ms).json_value()
-
-
-def answer_prompt_tokens(page, n: int) -> int:
-    return int(STATS_PROMPT.findall(page.locator(ANSWERS).nth(n).inner_text())[0])
-
-
 def place_button(page, shown: int, count: int, locale: str = "en-US"):
     """The place between the arrows, "Version 2/3"."""
     return page.get_by_role("button", name=t(locale, "version_place", shown=shown, count=count), exact=True)
@@ -63,20 +44,6 @@ def place(page, shown: int, count: int, locale: str = "en-US"):
 
 def arrow(page, label: str):
     return page.get_by_role("button", name=label, exact=True)
-
-
-def engine_counted(app, before: float, expected: int) -> float:
-    """The engine's prompt tokens since ``before``, read until they reach ``expected`` (vLLM counts a request when
-    it ends, a moment after the page shows the stats line)."""
-    deadline = time.monotonic() + 30
-    while prompt_tokens(app) - before < expected and time.monotonic() < deadline:
-        time.sleep(0.1)
-    return prompt_tokens(app) - before
-
-
-def chat_id(page) -> str:
-    page.wait_for_function("() => /\\/thread\\/[0-9a-f-]{36}$/.test(location.pathname)", timeout=30000)
-    return page.evaluate("location.pathname").rsplit("/", 1)[-1]
 
 
 def hidden_word(hidden: str, *shown: str) -> str:

@@ -11,18 +11,11 @@ import pytest
 
 from app.history.messages import MAX_VERSIONS
 from app.i18n import t
-from tests.e2e.test_answer_versions import (
-    ANSWERS,
-    ENDED_ANSWER_JS,
-    answer_prompt_tokens,
-    arrow,
-    chat_id,
-    open_chat,
-    place,
-)
+from tests.e2e.test_answer_versions import arrow, place
 from tests.support.app_process import LaunchedApp, running_app
 from tests.support.metrics import prompt_tokens, wait_until_running
 from tests.support.page import send, set_max_answer_tokens
+from tests.support.real_answers import ANSWERS, ENDED_ANSWER_JS, answer_prompt_tokens, chat_id, open_chat
 
 pytestmark = pytest.mark.timeout(900)
 QUESTION = "Name a colour of the sea."

@@ -242,3 +242,50 @@ def test_an_elements_file_url_is_the_one_the_page_builds_and_chainlit_serves():
         in bundle
     assert any(getattr(r, "path", "") == route + "/{file_id}" and "GET" in r.methods for r in app.routes)
     assert chainlit_internals.element_file_url("/chat", "k1", "s1") == "/chat/project/file/k1?session_id=s1"
+
+
+def test_an_edit_is_kept_before_chainlits_edit_handler_removes_the_later_messages(monkeypatch):
+    import asyncio
+    import sys
+    from types import SimpleNamespace
+
+    import chainlit.chat_context
+    import chainlit.socket  # noqa: F401 - its handlers
+    from chainlit.server import sio
+    from chainlit.session import WebsocketSession
+
+    monkeypatch.setattr(sio, "handlers", {"/": dict(sio.handlers["/"])})
+    assert "edit_message" in sio.handlers["/"]  # Chainlit's edit handler, under the name the page sends
+    edited, kept = [], []
+
+    async def chainlits_edit(sid, payload):
+        edited.append(payload["message"]["output"])
+
+    question = SimpleNamespace(id="q", type="user_message")
+    answer = SimpleNamespace(id="a", type="assistant_message")
+    sio.handlers["/"]["edit_message"] = chainlits_edit
+    monkeypatch.setattr(WebsocketSession, "get", classmethod(lambda cls, sid: object() if sid == "s" else None))
+    # chainlit.context is Chainlit's lazy context object, not its module, once chainlit is imported
+    monkeypatch.setattr(sys.modules["chainlit.context"], "init_ws_context", lambda session: None)
+    shown = SimpleNamespace(get=lambda: [question, answer])
+    monkeypatch.setitem(vars(sys.modules["chainlit.chat_context"]), "chat_context", shown)  # not its lazy proxy
+
+    async def keep(asked, later, new_text):
+        kept.append((asked.id, [m.id for m in later], new_text))
+        return new_text != "refused"
+
+    chainlit_internals.keep_turns_on_edit(keep)
+    wrapped = sio.handlers["/"]["edit_message"]
+    chainlit_internals.keep_turns_on_edit(keep)  # a second call wraps nothing twice
+    assert sio.handlers["/"]["edit_message"] is wrapped
+
+    def edit(sid, message_id, text):
+        asyncio.run(wrapped(sid, {"message": {"id": message_id, "output": text}}))
+
+    edit("s", "q", "new")
+    edit("s", "q", "refused")  # the keeper refused it: Chainlit never removes anything
+    edit("s", "a", "an answer is no question")  # the page edits only user messages
+    edit("gone", "q", "no session")
+    asyncio.run(wrapped("s", {"message": "not a message"}))
+    assert kept == [("q", ["a"], "new"), ("q", ["a"], "refused")]
+    assert edited == ["new"]

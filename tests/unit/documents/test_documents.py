@@ -411,3 +411,24 @@ def test_choosing_passages_counts_only_what_it_may_choose():
     chosen = passages.select(chunks, "What is the access code?", 500, spy)
     assert any("7731-KESTREL" in chunks[i].text for i in chosen)
     assert sum(counted) < sum(len(c.text) for c in chunks) / 10
+
+
+def test_a_resumed_chat_links_its_read_files_to_their_text_and_keeps_the_elements_drawn_on_its_questions():
+    """A reopened chat: a read upload links to its kept text, an unread one is left out, and an element the app
+    draws on a question (the branch arrows, a custom element), on one with documents or without, is kept."""
+    from app.documents.attach import relink_resumed_files
+
+    def element(id_, type_, name, for_id):
+        return {"id": id_, "type": type_, "name": name, "forId": for_id, "chainlitKey": "k", "url": None}
+
+    thread = {"id": "chat", "steps": [
+        {"id": "q1", "type": "user_message", "metadata": {"documents": [{"name": "a.txt", "text": "A"}]}},
+        {"id": "q2", "type": "user_message", "metadata": {}}],
+        "elements": [element("e1", "file", "a.txt", "q1"), element("e2", "file", "b.txt", "q1"),
+                     element("e3", "custom", "BranchArrows", "q1"), element("e4", "custom", "BranchArrows", "q2"),
+                     element("e5", "text", "Status", "")]}
+    relink_resumed_files(thread, "/root")
+    kept = {e["id"]: e for e in thread["elements"]}
+    assert list(kept) == ["e1", "e3", "e4", "e5"]
+    assert kept["e1"]["url"] == "/root/history/chats/chat/documents/q1/0" and kept["e1"]["chainlitKey"] is None
+    assert kept["e3"] == element("e3", "custom", "BranchArrows", "q1") and kept["e5"]["chainlitKey"] == "k"

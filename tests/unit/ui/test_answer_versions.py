@@ -95,16 +95,14 @@ def test_regenerate_writes_into_the_same_answer_until_the_cap_then_says_so_and_c
 def test_a_chat_opened_from_a_search_shows_and_saves_the_version_holding_the_words():
     import asyncio
 
-    from app.history.recent_searches import RecentSearches
     from app.ui.answer_versions import open_on_searched_version
 
     saved = []
-    layer = SimpleNamespace(searched=RecentSearches())
 
     async def update_step(step):
         saved.append(step["id"])
 
-    layer.update_step = update_step
+    layer = SimpleNamespace(update_step=update_step)
     versions = [{"text": "Lyon.", "footer": "\n\n`stats`"}, {"text": "Brest, the harbour.", "footer": "\n\n`s2`"}]
 
     def thread():
@@ -114,13 +112,11 @@ def test_a_chat_opened_from_a_search_shows_and_saves_the_version_holding_the_wor
              "metadata": {KIND: KIND_ANSWER, FOOTER: "\n\n`stats`", VERSIONS: versions, SHOWN: 0}}]}
 
     opened = thread()
-    asyncio.run(open_on_searched_version(opened, layer))  # no search: as it was
+    asyncio.run(open_on_searched_version(opened, layer, ()))  # no search: as it was
     assert opened == thread() and saved == []
-    layer.searched.listed("u1", ["harbour"], ["chat"])
-    asyncio.run(open_on_searched_version(opened, layer))
+    asyncio.run(open_on_searched_version(opened, layer, ("harbour",)))
     assert opened["steps"][1]["output"] == "Brest, the harbour.\n\n`s2`" and opened["steps"][1]["metadata"][SHOWN] == 1
     assert saved == ["a"]
-    layer.searched.listed("u1", ["city"], ["chat"])  # a word the chat shows: nothing moves
     again = thread()
-    asyncio.run(open_on_searched_version(again, layer))
+    asyncio.run(open_on_searched_version(again, layer, ("city",)))  # a word the chat shows: nothing moves
     assert again == thread() and saved == ["a"]

@@ -89,6 +89,15 @@
     window.dispatchEvent(new PopStateEvent("popstate", { state: window.history.state }));
   });
 
+  // A chat forked from this one (app/ui/fork_chat.py): the page loads its address whole, so that the sidebar
+  // lists the new chat as it opens it. Only an address of a chat on this site is followed.
+  window.addEventListener("message", (event) => {
+    const data = event.data;
+    if (event.origin !== window.location.origin || !data || data.ernie_chat !== "chat_forked") return;
+    if (typeof data.path !== "string" || !/^(\/[\w.-]+)*\/thread\/[0-9a-f-]{36}$/.test(data.path)) return;
+    window.location.assign(data.path);
+  });
+
   function settleMove() {
     if (!movedFrom || movedFrom.isConnected || statusSheet() || closingUnasked) return;
     movedFrom = null;
