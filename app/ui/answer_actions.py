@@ -4,6 +4,7 @@ one has later turns built on it: the version shown is the one they built on); wh
 Every answer has a fork button (a new chat with the turns up to it: app/ui/fork_chat.py) while chats are kept."""
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Any, Optional
 
@@ -47,13 +48,17 @@ def version_actions(metadata: Optional[dict[str, Any]], language: str) -> list[c
 
 
 async def take_off_answer_actions() -> None:
-    """The newest answer's buttons leave the page: a newer answer gets them, or this one is being rewritten."""
-    for action in ANSWER_ACTIONS.get():
-        try:
-            await action.remove()
-        except Exception:  # that answer was removed with an edit
-            log.debug("old answer action already gone", exc_info=True)
+    """The newest answer's buttons leave the page, all at once: a newer answer gets them, or this one is being
+    rewritten."""
+    await asyncio.gather(*(_take_off(action) for action in ANSWER_ACTIONS.get()))
     ANSWER_ACTIONS.set([])
+
+
+async def _take_off(action: cl.Action) -> None:
+    try:
+        await action.remove()
+    except Exception:  # that answer was removed with an edit
+        log.debug("old answer action already gone", exc_info=True)
 
 
 def fork_action(answer_id: str, language: str) -> cl.Action:
@@ -91,6 +96,13 @@ async def offer_actions(reply: cl.Message, language: str) -> None:
     actions = answer_actions(reply.metadata, language)
     ANSWER_ACTIONS.set(actions)
     reply.actions = actions + await _fork_button(reply.id, language)
+
+
+async def renew_actions(reply: cl.Message, language: str) -> None:
+    """The buttons of an answer already on the page, made again for what it shows now (another version): the old
+    ones leave and the new ones come, each set at once."""
+    await offer_actions(reply, language)
+    await asyncio.gather(*(action.send(for_id=reply.id) for action in reply.actions))
 
 
 async def offer_actions_on_resume(thread: dict[str, Any], language: str) -> None:
