@@ -53,8 +53,8 @@ async def show_version(action: cl.Action) -> None:
         log.info("version flip ignored: no such version")
         return
     reply.content, reply.metadata = showing(metadata, versions, index)
-    # The text first (saved with the version shown), then the buttons: in a chat of 200 messages the page took
-    # 1.4-1.9 s to show a flip when the old buttons left one by one before the text came (bench/tree_open.py).
+    # The text first (saved with the version shown), then the buttons, each set in one go: the page redraws its
+    # message list for every event it gets, so the text does not wait behind the buttons' events.
     await reply.update()
     await renew_actions(reply, language())
 
