@@ -154,7 +154,8 @@ def test_the_worker_reads_below_the_app_and_the_engine(tmp_path):
         assert (await reading)["text"] == "read at last"
         return niceness
 
-    assert asyncio.run(asyncio.wait_for(scenario(), 60)) == WORKER_NICENESS
+    # os.nice adds to the parent's niceness, capped at 19 (a test run under `nice -n 10` leaves room for 9)
+    assert asyncio.run(asyncio.wait_for(scenario(), 60)) == min(WORKER_NICENESS, 19 - os.nice(0))
 
 
 def test_worker_memory_cap_gives_one_line(tmp_path):
