@@ -9,11 +9,12 @@ from app.ui.question_branches import BRANCH_NEXT, BRANCH_PREVIOUS, arrows_props
 
 def test_the_arrows_go_only_where_there_is_a_branch_and_the_place_is_in_the_pages_language():
     two = with_edit_kept({}, "one", [], "two")
+    assert isinstance(two, dict)
     three = with_edit_kept(two, "two", [], "three")
+    assert isinstance(three, dict)
     props = arrows_props("q", three, "en-US")
     assert props == {"forId": "q", "place": "Branch 3/3", "next": None,
                      "previous": {"name": BRANCH_PREVIOUS, "index": 1, "tooltip": "Previous branch"}}
-    assert three is not None
     first = {**three, "branch": 0, "branches": [{**three["branches"][0], "after": None},
                                                  *[{**b, "after": []} for b in three["branches"][1:]]]}
     props = arrows_props("q", first, "zh-CN")
