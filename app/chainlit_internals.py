@@ -6,7 +6,8 @@ where it is needed; what Chainlit does not offer publicly is here, each with why
 """
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
@@ -144,6 +145,29 @@ def answer_tasks() -> set[asyncio.Task]:
         tasks = set()
         setattr(session, _ANSWER_TASKS, tasks)
     return tasks
+
+
+_BRANCHES_HELD = "__ernie_chat_branches_held__"  # an attribute of Chainlit's session object (see branches_held)
+
+
+@contextmanager
+def branches_held() -> Iterator[bool]:
+    """Hold this chat tab's questions' branches while one switch, edit or fork changes or reads them: True when
+    held here (let go on leaving), False when another holds them (that change must not start). Each arrow click
+    and each edit arrives as a task of its own, and each change awaits the page between its steps: a second one
+    read the half-shown chat as the branch being left (issue 32 item 2). Kept on Chainlit's session object, as
+    ``answer_tasks`` is, so a resumed chat keeps it."""
+    import chainlit as cl
+
+    session = cl.context.session
+    if getattr(session, _BRANCHES_HELD, False):
+        yield False
+        return
+    setattr(session, _BRANCHES_HELD, True)
+    try:
+        yield True
+    finally:
+        setattr(session, _BRANCHES_HELD, False)
 
 
 def make_stoppable(task: Any) -> None:
@@ -353,14 +377,18 @@ def element_file_url(root_path: str, chainlit_key: str, session_id: str) -> str:
 
 # ----- an edited question: the turns it replaces are kept ------------------------------------------------------
 _KEEPS_EDITS = "__ernie_chat_keeps_edits__"  # marks the wrapped edit handler, so a second call leaves it as it is
-EditKeeper = Callable[[Any, list[Any], str], Awaitable[bool]]
+# keep(question, later messages, new text, whether the branches were free to hold) -> whether to edit
+EditKeeper = Callable[[Any, list[Any], str, bool], Awaitable[bool]]
 
 
 def keep_turns_on_edit(keep: EditKeeper) -> None:
     """Chainlit's ``edit_message`` handler (chainlit/socket.py) sets the message's new text, ``remove()``s every
     later message of the chat (deleting them from the page and, through our data layer, from the database) and
-    calls on_message. Before it does, ``keep(question, later messages, new text)`` runs in the chat's context; it
-    keeps what would be removed, or returns False to drop the edit (Chainlit's handler is not called). An edit of
+    calls on_message. Before it does, ``keep(question, later messages, new text, free)`` runs in the chat's
+    context; it keeps what would be removed, or returns False to drop the edit (Chainlit's handler is not called).
+    The question's branches are held (``branches_held``) from the keeper until Chainlit's handler returns, its
+    removal done (and the answer it starts, during which no switch is made anyway); ``free`` is False when another
+    switch or edit held them first, and the keeper must then refuse. An edit of
     anything but a shown user message (the page offers it on those only) is dropped too. A later call replaces
     ``keep`` (an app made again in the same process, as tests do)."""
     import chainlit.socket  # noqa: F401 - registers Chainlit's handlers on its server
@@ -385,16 +413,19 @@ def keep_turns_on_edit(keep: EditKeeper) -> None:
         init_ws_context(session)
         shown = chat_context.get()
         place = next((n for n, m in enumerate(shown) if m.id == asked_id and m.type == "user_message"), None)
-        if place is None or not await _EDIT_KEEPER[0](shown[place], shown[place + 1:], new_text):
+        if place is None:
             return None
-        return await edit(sid, payload)
+        with branches_held() as free:
+            if not await _EDIT_KEEPER[0](shown[place], shown[place + 1:], new_text, free) or not free:
+                return None
+            return await edit(sid, payload)
 
     setattr(kept_then_edited, _KEEPS_EDITS, True)
     handlers["edit_message"] = kept_then_edited
 
 
-async def _keep_nothing(question: Any, later: list[Any], new_text: str) -> bool:
-    return True
+async def _keep_nothing(question: Any, later: list[Any], new_text: str, free: bool) -> bool:
+    return free
 
 
 _EDIT_KEEPER: list[EditKeeper] = [_keep_nothing]

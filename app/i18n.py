@@ -37,6 +37,16 @@ STRINGS: dict[str, dict[str, str]] = {
         "branches_full": "This question already keeps {limit} branches, the most one question keeps: the edit was "
                          "not made, and every branch is still here (◀ ▶). Fork the chat from an answer to go on "
                          "from there.",
+        "branches_too_deep": "This question's branches already nest {limit} deep, the most kept: the edit was not "
+                             "made, and every branch is still here (◀ ▶). Fork the chat from an answer to go on "
+                             "from there.",
+        "branch_not_there": "That branch is not in the chat as it is shown now: nothing was changed.",
+        "branches_busy": "The chat is still changing to another branch or edit: nothing was changed. Try again once "
+                         "it is shown.",
+        "answer_running_edit": "An answer is being written: stop it or wait for it, then edit the question.",
+        "answer_running_branches": "An answer is being written: stop it or wait for it, then try again.",
+        "fork_refused": "This chat could not be forked from that answer (it is not a finished answer of your own "
+                        "chat): nothing was made.",
         "fork": "Fork into a new chat",
         "fork_name": "Fork of {name}",
         "answers_same": "Temperature is 0, so these {count} answers will be the same: raise the temperature "
@@ -196,6 +206,13 @@ STRINGS: dict[str, dict[str, str]] = {
         "branch_place": "分支 {shown}/{count}",
         "branches_full": "这个问题已保存 {limit} 个分支，已达上限：本次编辑未生效，所有分支都仍在（◀ ▶）。"
                          "可从某个回答分叉出新对话，在那里继续。",
+        "branches_too_deep": "这个问题的分支已嵌套 {limit} 层，已达上限：本次编辑未生效，所有分支都仍在（◀ ▶）。"
+                             "可从某个回答分叉出新对话，在那里继续。",
+        "branch_not_there": "当前显示的对话中没有这个分支：未做任何更改。",
+        "branches_busy": "对话仍在切换分支或编辑中：未做任何更改。请在显示完成后重试。",
+        "answer_running_edit": "正在生成回答：请先停止或等待它完成，再编辑问题。",
+        "answer_running_branches": "正在生成回答：请先停止或等待它完成，再重试。",
+        "fork_refused": "无法从该回答分叉（它不是你自己对话中已完成的回答）：未创建新对话。",
         "fork": "分叉为新对话",
         "fork_name": "{name} 的分叉",
         "answers_same": "温度为 0，这 {count} 个回答将完全相同：在设置中调高温度即可得到不同的回答。",

@@ -91,6 +91,16 @@ async def _answers_to_write(message: cl.Message, prompt: Prompt, continuing: Opt
     return max(1, min(prompt.answers, room))
 
 
+async def refused_as_too_long(rt: Runtime, text: str, language: str) -> bool:
+    """True, with a line saying so, when ``text`` is longer than a message may be (a question asked, or an edit
+    about to become a question's branch)."""
+    if len(text) <= rt.settings.chat.max_message_chars:
+        return False
+    rt.metrics.rejected.labels(reason="too_many_chars").inc()
+    await notice(t(language, "too_many_chars", chars=len(text), limit=rt.settings.chat.max_message_chars))
+    return True
+
+
 async def _checked_question(rt: Runtime, message: cl.Message, continuing: Optional[cl.Message],
                             language: str) -> Optional[Question]:
     """The message's text (cleaned) and documents; None, with a line saying why, when it is not to be answered."""
@@ -103,9 +113,7 @@ async def _checked_question(rt: Runtime, message: cl.Message, continuing: Option
         rt.metrics.rejected.labels(reason="empty").inc()
         await notice(t(language, "empty"))
         return None
-    if len(text) > rt.settings.chat.max_message_chars:
-        rt.metrics.rejected.labels(reason="too_many_chars").inc()
-        await notice(t(language, "too_many_chars", chars=len(text), limit=rt.settings.chat.max_message_chars))
+    if await refused_as_too_long(rt, text, language):
         return None
     if cleaned.changed and continuing is None:
         await notice(t(language, "sanitized"))

@@ -33,6 +33,11 @@ async def notice(text: str) -> cl.Message:
     return await cl.Message(content=text, author=NOTICE_AUTHOR, metadata={KIND: KIND_NOTICE}).send()
 
 
+async def toast(text: str) -> None:
+    """A line about a click or an edit not acted on: shown a moment over the page, no part of the chat."""
+    await cl.context.emitter.send_toast(text, "warning")
+
+
 def stopped_line(language: str) -> str:
     """The line a stopped answer ends with, or stands for when it was stopped before its first word."""
     return "`" + t(language, "stopped") + "`"

@@ -6,8 +6,8 @@ holding the words searched.
 
 The page draws no buttons on a user's message, so the arrows are a custom element shown with the question
 (public/elements/BranchArrows.jsx), which calls the arrow's action. The page sends that action, and anything in it:
-only another branch of a shown question, with no answer being written, is acted on; anything else is ignored (no
-error, nothing changed), as the answer versions' arrows do (app/ui/answer_versions.py).
+only another branch of a shown question, with no answer being written and no other switch or edit under way
+(``branches_held``), is acted on; anything else changes nothing, and a line (a toast: not part of the chat) says why.
 """
 from __future__ import annotations
 
@@ -18,8 +18,8 @@ from typing import Any, Optional, cast
 
 import chainlit as cl
 
-from app.chainlit_internals import answer_tasks
-from app.history.branching import kept_message, with_branch_switched, with_edit_kept
+from app.chainlit_internals import answer_tasks, branches_held
+from app.history.branching import Refused, kept_message, with_branch_switched, with_edit_kept
 from app.history.messages import (
     KIND,
     KIND_ANSWER,
@@ -31,9 +31,11 @@ from app.history.messages import (
 )
 from app.history.search_hits import branch_to_open, words_missing
 from app.i18n import t
+from app.runtime import current_runtime
+from app.ui.answer import refused_as_too_long
 from app.ui.answer_actions import offer_actions, offer_fork, take_off_answer_actions
 from app.ui.answer_versions import asked_index, newest_answer
-from app.ui.chat_messages import language, notice
+from app.ui.chat_messages import language, notice, toast
 
 log = logging.getLogger("ernie_chat.chat")
 BRANCH_ARROWS = "BranchArrows"  # public/elements/BranchArrows.jsx
@@ -72,18 +74,38 @@ def _kept(message: cl.Message) -> dict[str, Any]:
     return kept_message(message.type, message.author, message.content or "", message.metadata)
 
 
-async def keep_branch_on_edit(question: cl.Message, later: list[cl.Message], new_text: str) -> bool:
+async def keep_branch_on_edit(question: cl.Message, later: list[cl.Message], new_text: str, free: bool) -> bool:
     """Before an edit replaces ``question`` and removes the messages after it: keep them, with the question as it
-    was, as a branch of the question (saved with it when the edit saves the question). False: the question keeps
-    the most branches it may, and the edit is not made (the page gets the chat back as it was)."""
-    metadata = with_edit_kept(question.metadata, question.content or "", [_kept(m) for m in later], new_text)
-    if metadata is None:
+    was, as a branch of the question (saved with it when the edit saves the question). False, with a line saying
+    why, when the edit is not made (the page gets the chat back as it was): another switch or edit is under way
+    (not ``free``), an answer is being written or waits (the branch would keep half of it, and its task would store
+    it again after the edit removed it), the new text is longer than a message may be, or the question's branches
+    are full."""
+    page_language = language()
+    if not free:
         await _show_again(question, later)
-        await notice(t(language(), "branches_full", limit=MAX_BRANCHES))
+        await toast(t(page_language, "branches_busy"))
+        return False
+    if answer_tasks():
+        await _show_again(question, later)
+        await notice(t(page_language, "answer_running_edit"))
+        return False
+    if await refused_as_too_long(current_runtime(), new_text, page_language):
+        await _show_again(question, later)
+        return False
+    metadata = with_edit_kept(question.metadata, question.content or "", [_kept(m) for m in later], new_text)
+    if isinstance(metadata, Refused):
+        await _show_again(question, later)
+        await notice(_refused_line(metadata, page_language))
         return False
     question.metadata = metadata
-    await show_arrows(question.id, metadata, language())
+    await show_arrows(question.id, metadata, page_language)
     return True
+
+
+def _refused_line(refused: Refused, language: str) -> str:
+    limit = {Refused.FULL: MAX_BRANCHES, Refused.TOO_DEEP: MAX_BRANCH_DEPTH}.get(refused)
+    return t(language, refused.value, limit=limit)
 
 
 async def _show_again(question: cl.Message, later: list[cl.Message]) -> None:
@@ -98,31 +120,39 @@ async def _show_again(question: cl.Message, later: list[cl.Message]) -> None:
 
 async def show_branch(action: cl.Action) -> None:
     """An arrow on a question: show the branch it names, and keep the one shown until now in its place."""
-    shown = cl.chat_context.get()
-    place = next((n for n, m in enumerate(shown) if m.id == action.forId and m.type == USER_MESSAGE), None)
-    if place is None or answer_tasks():
-        log.info("branch switch ignored: not a question of this chat, or an answer is being written")
-        return
-    question, later = shown[place], shown[place + 1:]
-    index = asked_index(action.payload, MAX_BRANCHES)
-    switched = None if index is None else with_branch_switched(
-        question.metadata, question.content or "", [_kept(m) for m in later], index)
-    if switched is None:
-        log.info("branch switch ignored: no such branch")
-        return
-    question.content, after, question.metadata = switched
-    await take_off_answer_actions()
-    await question.update()  # saved first: the branch leaving is in the question before its messages go
-    for message in later:
-        await message.remove()
     page_language = language()
-    await show_arrows(question.id, question.metadata, page_language)
-    await show_messages(after, page_language)
+    with branches_held() as free:
+        if not free:
+            await toast(t(page_language, "branches_busy"))
+            return
+        if answer_tasks():
+            await toast(t(page_language, "answer_running_branches"))
+            return
+        shown = cl.chat_context.get()
+        place = next((n for n, m in enumerate(shown) if m.id == action.forId and m.type == USER_MESSAGE), None)
+        index = asked_index(action.payload, MAX_BRANCHES)
+        switched: Any = Refused.NO_SUCH_BRANCH
+        if place is not None and index is not None:
+            question, later = shown[place], shown[place + 1:]
+            switched = with_branch_switched(question.metadata, question.content or "", [_kept(m) for m in later],
+                                            index)
+        if isinstance(switched, Refused):
+            log.info("branch switch not made: %s", switched.name)
+            await toast(_refused_line(switched, page_language))
+            return
+        question.content, after, question.metadata = switched
+        await take_off_answer_actions()
+        # Saved in this order, so that a stop between two writes leaves a branch shown twice, never one lost: the
+        # question (the branch leaving kept in it), the coming branch's messages, then the leaving ones go.
+        await question.update()
+        await show_arrows(question.id, question.metadata, page_language)
+        await show_messages(after, page_language, leaving=later)
 
 
-async def show_messages(kept: list[dict[str, Any]], language: str) -> None:
+async def show_messages(kept: list[dict[str, Any]], language: str, leaving: Iterable[cl.Message] = ()) -> None:
     """A branch's messages, shown (and stored) as the chat's own after its question, each with its buttons: a
-    question its arrows, an answer its fork button, the newest answer its own buttons too."""
+    question its arrows, an answer its fork button, the newest answer its own buttons too. The messages
+    ``leaving`` go once the coming ones are stored."""
     for item in kept:
         message = cl.Message(content=item["output"], author=item["name"], metadata=dict(item["metadata"]),
                              type=cast(Any, item["type"]))
@@ -131,6 +161,8 @@ async def show_messages(kept: list[dict[str, Any]], language: str) -> None:
             await show_arrows(message.id, message.metadata, language)
         elif (message.metadata or {}).get(KIND) == KIND_ANSWER:
             await offer_fork(message.id, language)
+    for gone in leaving:
+        await gone.remove()
     newest = newest_answer(cl.chat_context.get())
     if newest is not None and kept:
         await offer_actions(newest, language)
@@ -184,23 +216,23 @@ async def open_on_searched_branch(thread: dict[str, Any], layer: Any, words: Ite
 
 async def _switch_in_chat(thread: dict[str, Any], layer: Any, place: int, index: int) -> bool:
     """Show branch ``index`` of the question at ``place`` in the chat about to be sent, and save it as a switch is
-    saved: the question first, then the leaving branch's messages removed and the coming one's stored as the
-    chat's own. False when that is not another branch of the question."""
+    saved (``show_branch``): the question first, then the coming branch's messages stored as the chat's own, then
+    the leaving ones removed. False when that is not another branch of the question."""
     steps = list(thread.get("steps") or [])
     question = steps[place]
     later = [step for step in steps[place + 1:] if "message" in str(step.get("type"))]
     switched = with_branch_switched(question.get("metadata"), str(question.get("output") or ""),
                                     [_kept_step(step) for step in later], index)
-    if switched is None:
+    if isinstance(switched, Refused):
         return False
     question["output"], after, question["metadata"] = switched
     await layer.update_step(question)
-    for step in later:
-        await layer.delete_step(step["id"])
     shown = [dict(cl.Message(content=item["output"], author=item["name"], metadata=dict(item["metadata"]),
                              type=cast(Any, item["type"])).to_dict()) for item in after]
     for step in shown:
         await layer.create_step(step)
+    for step in later:
+        await layer.delete_step(step["id"])
     gone = {step["id"] for step in later}
     thread["steps"] = [step for step in steps if step.get("id") not in gone] + shown
     thread["elements"] = [e for e in thread.get("elements") or () if e.get("forId") not in gone]

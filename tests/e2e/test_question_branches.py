@@ -68,6 +68,13 @@ def wait_answers(page, texts: list[str]) -> None:
         arg=texts, timeout=60000)
 
 
+def switch_shown(page, texts: list[str]) -> None:
+    """Until a switch is done: these answers shown and the newest one's buttons back (they come last), so the
+    next click starts no switch while this one still shows its branch."""
+    wait_answers(page, texts)
+    page.locator(ANSWERS).last.get_by_role("button", name=t("en-US", "regenerate")).wait_for(timeout=60000)
+
+
 def edit_question(page, index: int, text: str) -> None:
     # The pencil shows while the bubble's row is hovered (the attached file is drawn above that row).
     row = page.locator(QUESTIONS).nth(index).locator("div.group").first
@@ -133,15 +140,15 @@ def test_an_edit_makes_a_branch_switches_back_forks_and_is_kept(browser, real_mo
 
         branch_arrow(page, "branch_previous").click()
         branch_place(page, 1, 2)
-        wait_answers(page, [answer_1, answer_2])  # the old continuation, intact
+        switch_shown(page, [answer_1, answer_2])  # the old continuation, intact
         assert page.locator(QUESTIONS).nth(0).inner_text().count(QUESTION) == 1
         assert page.locator(QUESTIONS).nth(1).inner_text().strip() == FOLLOW_UP
         branch_arrow(page, "branch_next").click()
         branch_place(page, 2, 2)
-        wait_answers(page, [reference_answer, edited_follow_up])  # and the new one, intact too
+        switch_shown(page, [reference_answer, edited_follow_up])  # and the new one, intact too
         branch_arrow(page, "branch_previous").click()
         branch_place(page, 1, 2)
-        wait_answers(page, [answer_1, answer_2])
+        switch_shown(page, [answer_1, answer_2])
 
         # Fork from the first answer: a new chat with the first turn only, its document and its settings.
         page.locator(ANSWERS).nth(0).locator('button[id^="fork-"]').click()

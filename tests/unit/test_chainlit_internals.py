@@ -247,6 +247,7 @@ def test_an_elements_file_url_is_the_one_the_page_builds_and_chainlit_serves():
 def test_an_edit_is_kept_before_chainlits_edit_handler_removes_the_later_messages(monkeypatch):
     import asyncio
     import sys
+    from contextlib import contextmanager
     from types import SimpleNamespace
 
     import chainlit.chat_context
@@ -270,9 +271,15 @@ def test_an_edit_is_kept_before_chainlits_edit_handler_removes_the_later_message
     shown = SimpleNamespace(get=lambda: [question, answer])
     monkeypatch.setitem(vars(sys.modules["chainlit.chat_context"]), "chat_context", shown)  # not its lazy proxy
 
-    async def keep(asked, later, new_text):
+    async def keep(asked, later, new_text, free):
         kept.append((asked.id, [m.id for m in later], new_text))
-        return new_text != "refused"
+        return free and new_text != "refused"
+
+    @contextmanager
+    def free_branches():
+        yield True
+
+    monkeypatch.setattr(chainlit_internals, "branches_held", free_branches)
 
     chainlit_internals.keep_turns_on_edit(keep)
     wrapped = sio.handlers["/"]["edit_message"]

@@ -2,7 +2,7 @@
 shown branch is always the chat's own rows, and a question that cannot keep one more branch is left as it is."""
 from __future__ import annotations
 
-from app.history.branching import kept_message, with_branch_switched, with_edit_kept
+from app.history.branching import Refused, kept_message, with_branch_switched, with_edit_kept
 from app.history.messages import (
     BRANCH_SHOWN,
     BRANCHES,
@@ -55,19 +55,19 @@ def test_a_switch_keeps_the_page_messages_as_the_branch_left_and_hands_back_the_
 def test_a_switch_to_the_branch_shown_or_to_none_changes_nothing():
     metadata = with_edit_kept({}, "one", [ANSWER], "two")
     for index in (1, 2, -1, 10):
-        assert with_branch_switched(metadata, "two", [], index) is None
-    assert with_branch_switched({}, "two", [], 0) is None  # never edited
-    assert with_branch_switched({BRANCHES: "damaged", BRANCH_SHOWN: 0}, "two", [], 0) is None
+        assert with_branch_switched(metadata, "two", [], index) is Refused.NO_SUCH_BRANCH
+    assert with_branch_switched({}, "two", [], 0) is Refused.NO_SUCH_BRANCH  # never edited
+    assert with_branch_switched({BRANCHES: "damaged", BRANCH_SHOWN: 0}, "two", [], 0) is Refused.NO_SUCH_BRANCH
 
 
 def test_a_question_keeping_the_most_branches_is_not_edited_and_loses_nothing():
     metadata: dict = {}
     for n in range(MAX_BRANCHES - 1):
         edited = with_edit_kept(metadata, f"q{n}", [ANSWER], f"q{n + 1}")
-        assert edited is not None
+        assert isinstance(edited, dict)
         metadata = edited
     assert len(stored_branches(metadata)) == MAX_BRANCHES
-    assert with_edit_kept(metadata, "q9", [ANSWER], "q10") is None
+    assert with_edit_kept(metadata, "q9", [ANSWER], "q10") is Refused.FULL  # its own line, not the depth's
 
 
 def test_an_edit_that_would_nest_branches_too_deep_is_not_made():
@@ -75,7 +75,8 @@ def test_an_edit_that_would_nest_branches_too_deep_is_not_made():
     for depth in range(MAX_BRANCH_DEPTH + 5):
         inner = kept_message("user_message", "local", f"question {depth}", metadata)
         edited = with_edit_kept({}, f"outer {depth}", [inner], "edited")
-        if edited is None:
+        if isinstance(edited, Refused):
+            assert edited is Refused.TOO_DEEP
             break
         metadata = edited
     else:

@@ -22,7 +22,7 @@ THREAD = {
 def test_a_fork_holds_the_messages_up_to_the_one_chosen_with_their_elements_and_settings():
     chat = forked_chat(THREAD, "a1", "fork", "alice", "Fork of Seine", {"max_tokens": 16, "top_p": "x"}, "now")
     assert chat is not None
-    assert [s["id"] for s in chat["steps"]] == ["q1", "a1"]  # new ids are given as an import gives them
+    assert [s["id"] for s in chat["steps"]] == ["q1", "a1"]  # the old ids: import_chat gives new ones
     assert {s["threadId"] for s in chat["steps"]} == {"fork"} and "feedback" not in chat["steps"][1]
     assert chat["steps"][0]["metadata"]["documents"][0]["text"] == "777 km"
     assert chat["elements"] == [{"id": "e1", "forId": "q1", "threadId": "fork"}]

@@ -9,11 +9,12 @@ from app.ui.question_branches import BRANCH_NEXT, BRANCH_PREVIOUS, arrows_props
 
 def test_the_arrows_go_only_where_there_is_a_branch_and_the_place_is_in_the_pages_language():
     two = with_edit_kept({}, "one", [], "two")
+    assert isinstance(two, dict)
     three = with_edit_kept(two, "two", [], "three")
+    assert isinstance(three, dict)
     props = arrows_props("q", three, "en-US")
     assert props == {"forId": "q", "place": "Branch 3/3", "next": None,
                      "previous": {"name": BRANCH_PREVIOUS, "index": 1, "tooltip": "Previous branch"}}
-    assert three is not None
     first = {**three, "branch": 0, "branches": [{**three["branches"][0], "after": None},
                                                  *[{**b, "after": []} for b in three["branches"][1:]]]}
     props = arrows_props("q", first, "zh-CN")
@@ -75,8 +76,9 @@ def test_a_chat_opened_from_a_search_shows_and_saves_the_branch_holding_the_word
     for words in ((), ("trout",), ("heron",)):  # no search, a word shown, a word nowhere: as it was
         assert asyncio.run(opened_for(words)) == thread() and calls == []
     opened = asyncio.run(opened_for(("lighthouse",)))
-    # Saved as an arrow saves a switch: the question first, then the branch leaving goes and the coming one is stored.
-    assert calls == [("update", "q"), ("delete", "a"), ("create", "A lighthouse barge.")]
+    # Saved as an arrow saves a switch: the question first, then the coming branch is stored, then the leaving one goes
+    # (a stop in between leaves a branch twice, never none).
+    assert calls == [("update", "q"), ("create", "A lighthouse barge."), ("delete", "a")]
     question = opened["steps"][0]
     assert question["output"] == "Boats?" and question["metadata"]["branch"] == 0
     assert question["metadata"]["branches"][1] == {"text": "Fish?", "after": [
@@ -126,8 +128,8 @@ def test_a_search_opens_a_branch_nested_in_a_branch_each_switch_further_down():
     asyncio.run(open_it())
     assert [step["output"] for step in thread["steps"]] == ["Boats?", "Barges.", "The red one?",
                                                             "A lighthouse tender."]
-    assert calls[:5] == [("update", "Boats?"), ("delete", "a"), ("create", "Barges."), ("create", "Which one?"),
-                         ("create", "The blue one.")]
-    assert calls[5][0] == "update" and calls[5][1] == "The red one?" and calls[6][0] == "delete"
-    assert calls[7:] == [("create", "A lighthouse tender.")]
+    assert calls[:5] == [("update", "Boats?"), ("create", "Barges."), ("create", "Which one?"),
+                         ("create", "The blue one."), ("delete", "a")]
+    assert calls[5][0] == "update" and calls[5][1] == "The red one?"
+    assert calls[6] == ("create", "A lighthouse tender.") and [c[0] for c in calls[7:]] == ["delete"]
     assert thread["steps"][2]["metadata"]["branch"] == 0
