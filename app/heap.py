@@ -8,7 +8,7 @@ glibc (musl, macOS) there is nothing to call and nothing is done.
 
 glibc also gives each new thread an arena of its own, up to 8 per core, and freed memory stays in the arena of the
 thread that used it; the app's threads (the server's, the engine client's, ``asyncio.to_thread``'s) each kept some.
-Two arenas held the RSS 120 s after a hostile load run at +4-5% of its start instead of +9% (bench/load_run.py
+Two arenas held the RSS 120 s after a hostile load run at +5.7% of its start instead of +9.2% (bench/load_run.py
 --sessions 8 --minutes 1.5 --heap-watch 15, freed memory kept in the arenas 27 MiB instead of 74), the usual
 setting for threaded servers (MALLOC_ARENA_MAX=2); the GIL lets one thread allocate at a time anyway.
 """
