@@ -14,6 +14,7 @@ import pytest
 
 from tests.support.app_process import ROOT, running_app
 from tests.support.page import open_sidebar
+from tests.support.real_answers import open_chat
 
 pytestmark = pytest.mark.timeout(600)
 CHAT_ID = "5e3c1d0a-7c1b-4a55-9d7e-2a1f3b4c5d6e"
@@ -107,9 +108,7 @@ def test_search_for_a_word_of_a_hidden_version_opens_the_chat_on_that_version(br
         folder.mkdir()
     import_chats(tmp_path, data)
     with running_app(tiny_model_dir, tmp_path / "app", "--data-dir", str(data)) as app:
-        context = browser.new_context(locale="en-US", viewport={"width": 1280, "height": 800})
-        page = context.new_page()
-        page.goto(app.url + f"/thread/{CHAT_ID}")
+        page = open_chat(browser, app, f"/thread/{CHAT_ID}")
         place(page, 1, 3)  # as it was kept: the first version shown
         answer_shows(page, "Seabirds nest on cliffs.")
 
@@ -118,15 +117,13 @@ def test_search_for_a_word_of_a_hidden_version_opens_the_chat_on_that_version(br
         answer_shows(page, "A cormorant dries its wings on the rocks.")
         assert page.get_by_role("button", name="◀", exact=True).count() == 1
         assert page.locator(ANSWERS).count() == 1
-        context.close()
+        page.context.close()
 
         # Opened again by its address, no search: the version the search showed is the one kept.
-        context = browser.new_context(locale="en-US", viewport={"width": 1280, "height": 800})
-        page = context.new_page()
-        page.goto(app.url + f"/thread/{CHAT_ID}")
+        page = open_chat(browser, app, f"/thread/{CHAT_ID}")
         place(page, 3, 3)
         answer_shows(page, "A cormorant dries its wings")
-        context.close()
+        page.context.close()
 
 
 def test_search_for_a_word_of_a_hidden_branch_opens_the_chat_on_that_branch(browser, tiny_model_dir, tmp_path):
@@ -135,9 +132,7 @@ def test_search_for_a_word_of_a_hidden_branch_opens_the_chat_on_that_branch(brow
         folder.mkdir()
     import_chats(tmp_path, data)
     with running_app(tiny_model_dir, tmp_path / "app", "--data-dir", str(data)) as app:
-        context = browser.new_context(locale="en-US", viewport={"width": 1280, "height": 800})
-        page = context.new_page()
-        page.goto(app.url + f"/thread/{BRANCHED_ID}")
+        page = open_chat(browser, app, f"/thread/{BRANCHED_ID}")
         branch_place(page, 2, 2)  # as it was kept: the edited question shown, with its arrows
         step_shows(page, "assistant_message", "Trout and pike.")
 
@@ -146,16 +141,14 @@ def test_search_for_a_word_of_a_hidden_branch_opens_the_chat_on_that_branch(brow
         step_shows(page, "user_message", "Which boats sail on the river?")
         step_shows(page, "assistant_message", "A lighthouse keeper rows a barge.")
         assert page.get_by_role("button", name="Next branch", exact=True).count() == 1
-        context.close()
+        page.context.close()
 
         # Opened again by its address, no search: the branch the search showed is kept, and switches back.
-        context = browser.new_context(locale="en-US", viewport={"width": 1280, "height": 800})
-        page = context.new_page()
-        page.goto(app.url + f"/thread/{BRANCHED_ID}")
+        page = open_chat(browser, app, f"/thread/{BRANCHED_ID}")
         branch_place(page, 1, 2)
         step_shows(page, "assistant_message", "A lighthouse keeper rows a barge.")
         page.get_by_role("button", name="Next branch", exact=True).click()
         branch_place(page, 2, 2)
         step_shows(page, "user_message", "Which fish live in the river?")
         step_shows(page, "assistant_message", "Trout and pike.")
-        context.close()
+        page.context.close()

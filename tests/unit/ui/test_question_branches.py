@@ -7,6 +7,26 @@ from app.ui.answer_actions import FORK, fork_action
 from app.ui.question_branches import BRANCH_NEXT, BRANCH_PREVIOUS, arrows_props
 
 
+class RecordingLayer:
+    """The data layer's writes a branch switch makes, in order: ("update", the step's ``update_key``),
+    ("delete", its id), ("create", its output); the created steps whole in ``created``."""
+
+    def __init__(self, update_key: str) -> None:
+        self.update_key = update_key
+        self.calls: list[tuple[str, str]] = []
+        self.created: list[dict] = []
+
+    async def update_step(self, step):
+        self.calls.append(("update", step[self.update_key]))
+
+    async def delete_step(self, step_id):
+        self.calls.append(("delete", step_id))
+
+    async def create_step(self, step):
+        self.calls.append(("create", step["output"]))
+        self.created.append(step)
+
+
 def test_the_arrows_go_only_where_there_is_a_branch_and_the_place_is_in_the_pages_language():
     two = with_edit_kept({}, "one", [], "two")
     assert isinstance(two, dict)
@@ -36,26 +56,13 @@ def test_an_answers_fork_button_is_one_per_answer_and_says_what_it_does():
 
 def test_a_chat_opened_from_a_search_shows_and_saves_the_branch_holding_the_words():
     import asyncio
-    from types import SimpleNamespace
 
     from chainlit.context import init_http_context
 
     from app.ui.question_branches import open_on_searched_branch
 
-    calls: list[tuple[str, str]] = []
-    created: list[dict] = []
-
-    async def update_step(step):
-        calls.append(("update", step["id"]))
-
-    async def delete_step(step_id):
-        calls.append(("delete", step_id))
-
-    async def create_step(step):
-        calls.append(("create", step["output"]))
-        created.append(step)
-
-    layer = SimpleNamespace(update_step=update_step, delete_step=delete_step, create_step=create_step)
+    layer = RecordingLayer(update_key="id")
+    calls, created = layer.calls, layer.created
     barge = {"type": "assistant_message", "name": "Assistant", "output": "A lighthouse barge.",
              "metadata": {"kind": "answer"}}
 
@@ -90,22 +97,13 @@ def test_a_chat_opened_from_a_search_shows_and_saves_the_branch_holding_the_word
 
 def test_a_search_opens_a_branch_nested_in_a_branch_each_switch_further_down():
     import asyncio
-    from types import SimpleNamespace
 
     from chainlit.context import init_http_context
 
     from app.ui.question_branches import open_on_searched_branch
 
-    calls: list[tuple[str, str]] = []
-
-    async def update_step(step):
-        calls.append(("update", step["output"]))
-
-    async def delete_step(step_id):
-        calls.append(("delete", step_id))
-
-    async def create_step(step):
-        calls.append(("create", step["output"]))
+    layer = RecordingLayer(update_key="output")
+    calls = layer.calls
 
     def message(type_, output, metadata=None):
         return {"type": type_, "name": "x", "output": output, "metadata": metadata or {}}
@@ -122,7 +120,6 @@ def test_a_search_opens_a_branch_nested_in_a_branch_each_switch_further_down():
 
     async def open_it():
         init_http_context(thread_id="chat")
-        layer = SimpleNamespace(update_step=update_step, delete_step=delete_step, create_step=create_step)
         await open_on_searched_branch(thread, layer, ("lighthouse",))
 
     asyncio.run(open_it())
