@@ -18,12 +18,12 @@ from tests.support.metrics import prompt_tokens
 from tests.support.page import open_sidebar, send, set_max_answer_tokens
 from tests.support.real_answers import (
     ANSWERS,
-    APP_ARGS,
     ENDED_ANSWER_JS,
     answer_prompt_tokens,
     chat_id,
     ended_answer,
     engine_counted,
+    kept_chats_args,
     open_chat,
 )
 
@@ -56,10 +56,8 @@ def hidden_word(hidden: str, *shown: str) -> str:
 
 def test_regenerate_keeps_versions_flips_builds_on_the_shown_one_and_keeps_them(browser, real_model_dir, tmp_path,
                                                                                shots_dir):
-    data = tmp_path / "data"
-    for folder in ("data", "first", "second"):
-        (tmp_path / folder).mkdir()
-    first = LaunchedApp(real_model_dir, tmp_path / "first", "--data-dir", str(data), *APP_ARGS)
+    args = kept_chats_args(tmp_path)
+    first = LaunchedApp(real_model_dir, tmp_path / "first", *args)
     try:
         first.wait_http()
         first.wait_ready()
@@ -120,7 +118,7 @@ def test_regenerate_keeps_versions_flips_builds_on_the_shown_one_and_keeps_them(
         first.stop()
         first.kill()
 
-    with running_app(real_model_dir, tmp_path / "second", "--data-dir", str(data), *APP_ARGS) as app:
+    with running_app(real_model_dir, tmp_path / "second", *args) as app:
         page = open_chat(browser, app, f"/thread/{thread}")
         place(page, 1, 2)  # the newest answer: its version shown and its arrows, as the chat was left
         page.wait_for_function(f"() => ({ENDED_ANSWER_JS})(1) === {follow_up!r}", timeout=30000)

@@ -20,12 +20,12 @@ from tests.support.metrics import prompt_tokens
 from tests.support.page import attach, open_sidebar, send, set_max_answer_tokens
 from tests.support.real_answers import (
     ANSWERS,
-    APP_ARGS,
     ENDED_ANSWER_JS,
     answer_prompt_tokens,
     chat_id,
     ended_answer,
     engine_counted,
+    kept_chats_args,
     open_chat,
 )
 
@@ -101,11 +101,10 @@ def stored_chat(db, thread: str) -> tuple[str, dict, list[dict]]:
 
 def test_an_edit_makes_a_branch_switches_back_forks_and_is_kept(browser, real_model_dir, tmp_path, shots_dir):
     data = tmp_path / "data"
-    for folder in ("data", "first", "second"):
-        (tmp_path / folder).mkdir()
+    args = kept_chats_args(tmp_path)
     document = tmp_path / "seine.txt"
     document.write_text(DOCUMENT)
-    first = LaunchedApp(real_model_dir, tmp_path / "first", "--data-dir", str(data), *APP_ARGS)
+    first = LaunchedApp(real_model_dir, tmp_path / "first", *args)
     try:
         first.wait_http()
         first.wait_ready()
@@ -176,7 +175,7 @@ def test_an_edit_makes_a_branch_switches_back_forks_and_is_kept(browser, real_mo
         first.stop()
         first.kill()
 
-    with running_app(real_model_dir, tmp_path / "second", "--data-dir", str(data), *APP_ARGS) as app:
+    with running_app(real_model_dir, tmp_path / "second", *args) as app:
         page = open_chat(browser, app, f"/thread/{thread}")
         branch_place(page, 1, 2)  # the branch last shown, and its arrows
         wait_answers(page, [answer_1, answer_2])

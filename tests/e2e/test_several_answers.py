@@ -15,7 +15,14 @@ from tests.e2e.test_answer_versions import arrow, place
 from tests.support.app_process import LaunchedApp, running_app
 from tests.support.metrics import prompt_tokens, wait_until_running
 from tests.support.page import send, set_max_answer_tokens
-from tests.support.real_answers import ANSWERS, ENDED_ANSWER_JS, answer_prompt_tokens, chat_id, open_chat
+from tests.support.real_answers import (
+    ANSWERS,
+    ENDED_ANSWER_JS,
+    answer_prompt_tokens,
+    chat_id,
+    kept_chats_args,
+    open_chat,
+)
 
 pytestmark = pytest.mark.timeout(900)
 QUESTION = "Name a colour of the sea."
@@ -41,10 +48,8 @@ def answers_with_stats(page) -> int:
 
 
 def test_three_answers_at_once_become_three_versions_with_stats_and_are_kept(browser, real_model_dir, tmp_path):
-    data = tmp_path / "data"
-    for folder in ("data", "first", "second"):
-        (tmp_path / folder).mkdir()
-    first = LaunchedApp(real_model_dir, tmp_path / "first", "--data-dir", str(data), *APP_ARGS)
+    args = kept_chats_args(tmp_path, APP_ARGS)
+    first = LaunchedApp(real_model_dir, tmp_path / "first", *args)
     try:
         first.wait_http()
         first.wait_ready()
@@ -81,7 +86,7 @@ def test_three_answers_at_once_become_three_versions_with_stats_and_are_kept(bro
         first.stop()
         first.kill()
 
-    with running_app(real_model_dir, tmp_path / "second", "--data-dir", str(data), *APP_ARGS) as app:
+    with running_app(real_model_dir, tmp_path / "second", *args) as app:
         page = open_chat(browser, app, f"/thread/{thread}", locale="zh-CN")
         place(page, 2, 3, locale="zh-CN")  # "版本 2/3": the version left shown, its arrows, in the page's language
         assert page.locator(ANSWERS).count() == 1 and arrow(page, "◀").count() == 1 and arrow(page, "▶").count() == 1

@@ -19,6 +19,14 @@ ENDED_ANSWER_JS = r"""n => { const m = document.querySelectorAll('[data-step-typ
 STATS_PROMPT = re.compile(r"prompt (\d+) tokens")
 
 
+def kept_chats_args(tmp_path, app_args: tuple[str, ...] = APP_ARGS) -> tuple[str, ...]:
+    """For a test that starts the app, stops it and starts it again on the same chats: the folders of both runs
+    (``tmp_path``/first and /second) and of the chats (/data), and ``app_args`` with the one that keeps them there."""
+    for folder in ("data", "first", "second"):
+        (tmp_path / folder).mkdir()
+    return ("--data-dir", str(tmp_path / "data"), *app_args)
+
+
 def open_chat(browser, app, path="/", locale="en-US"):
     context = browser.new_context(locale=locale, viewport={"width": 1280, "height": 900})
     page = context.new_page()
