@@ -75,6 +75,9 @@ class Runtime:
     # that was cut by the app, not stopped by its user (issue 36, N13).
     stopping: bool = False
     uploads: Any = None  # app.guards.uploads.UploadLedger: what each open chat tab has uploaded (issue 36, N7)
+    # app.engine.engine_link.EngineProcess: where vLLM runs; None with a remote server (--remote-url) or an engine
+    # built in this process (tests, benches)
+    engine_process: Any = None
 
     @property
     def gpu(self) -> Optional[GpuInfo]:
@@ -88,6 +91,15 @@ class Runtime:
     def generation_defaults(self) -> dict[str, Any]:
         return self.model.generation_defaults
 
+    def engine_metrics(self) -> bytes:
+        """vLLM's Prometheus series: the engine process's, else this process's default registry (where an engine
+        built here registers them; a remote server keeps its own)."""
+        if self.engine_process is not None:
+            return self.engine_process.metrics_text()
+        from prometheus_client import REGISTRY, generate_latest
+
+        return generate_latest(REGISTRY)
+
     @property
     def max_model_len(self) -> int:
         # What the running engine serves, not the first plan: a retry after an out-of-memory start halves
@@ -96,8 +108,9 @@ class Runtime:
 
 
 def build_runtime(settings: AppSettings, plan: EnginePlan, engine_factory: EngineFactory,
-                  on_fatal: Callable[[str], None], launched_at: float) -> Runtime:
-    """Wire the parts: model files -> engine host (with its watchers) -> runtime. Starts nothing."""
+                  on_fatal: Callable[[str], None], launched_at: float, engine_process: Any = None) -> Runtime:
+    """Wire the parts: model files -> engine host (with its watchers) -> runtime. Starts nothing here; the engine
+    process (``engine_process``, already started at launch) only builds once the host asks it to."""
     from app.engine.remote import TOKENIZER_PATTERNS
 
     remote = plan.device == "remote"
@@ -112,7 +125,8 @@ def build_runtime(settings: AppSettings, plan: EnginePlan, engine_factory: Engin
         gpu_fault_check=GpuFaultWatch(plan.gpu) if plan.gpu else None,
         log_tail=None if remote else LogTail(settings.server.log_file.resolve()),
         on_fatal=on_fatal, launched_at=launched_at, before_ready=model.wait_loaded,
-        plan_after_out_of_memory=with_smaller_kv))  # the planner's rule: half the KV cache, once
+        plan_after_out_of_memory=with_smaller_kv,  # the planner's rule: half the KV cache, once
+        prefill_sums=engine_process.prefill_sums if engine_process is not None else None))
     gpu = plan.gpu
     watch = GpuMemoryWatch(lambda: gpu_memory_used(gpu), gpu=str(gpu.index)) if gpu else None
     if watch:
@@ -126,7 +140,7 @@ def build_runtime(settings: AppSettings, plan: EnginePlan, engine_factory: Engin
 
     return Runtime(settings=settings, plan=plan, host=host, metrics=metrics, model=model, gpu_memory=watch,
                    login=LoginPolicy.from_settings(settings),  # an unreadable users file: one line, nothing started
-                   uploads=UploadLedger(UploadLimits.from_settings(settings.chat)))
+                   uploads=UploadLedger(UploadLimits.from_settings(settings.chat)), engine_process=engine_process)
 
 
 _CURRENT: list[Runtime] = []

@@ -29,10 +29,6 @@ def serve(settings: AppSettings, plan: EnginePlan, launched_at: float) -> int:
     from app.heap import limit_arenas
 
     limit_arenas()  # before any thread (the server's, the engine client's) takes an arena of its own
-    import uvicorn
-
-    from app.server import create_app
-
     # Chainlit reads .chainlit/ and chainlit.md from CHAINLIT_APP_ROOT at import: point it at the project.
     os.environ.setdefault("CHAINLIT_APP_ROOT", str(PROJECT_ROOT))
     # Chainlit signs its logins with this; a fresh one per start ends every login on restart (the local user's
@@ -42,13 +38,45 @@ def serve(settings: AppSettings, plan: EnginePlan, launched_at: float) -> int:
     # WARNING lines (16 on a normal CPU start: Triton missing, NUMA, tcmalloc "for best performance", ...)
     # go to the log file only; its errors still show. Elsewhere (log files, systemd) everything is logged.
     terminal_bar = sys.stderr.isatty()
-    setup_logging(settings.server.log_file, vllm_console_level="ERROR" if terminal_bar else None)
+    vllm_console_level = "ERROR" if terminal_bar else None
+    setup_logging(settings.server.log_file, vllm_console_level=vllm_console_level)
     if terminal_bar:
         # torch's C++ warnings bypass logging (e.g. the CPU worker's "bound to these NUMA nodes" note).
         os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "ERROR")
     log.info("%s (pid %d)", RUN_MARKER, os.getpid(), extra=FILE_ONLY)
     records = _process_records(settings)
     clean_leftovers(records)
+    _become_subreaper()
+    # The watcher first, so that a kill from here on leaves no engine process (issue 36, N5); then the engine
+    # process, whose imports run while this process imports the web server and the UI (issue 34).
+    watcher = start_watcher(records)
+    engine_process = None
+    if plan.device != "remote":
+        from app.engine.engine_link import EngineProcess
+
+        engine_process = EngineProcess(plan, settings.server.log_file.resolve(), vllm_console_level)
+    try:
+        failure = _serve_until_signal(settings, plan, launched_at, terminal_bar, engine_process)
+    finally:
+        if engine_process is not None:
+            engine_process.close()  # its engines are down by now (the lifespan): it ends
+        _reap_engine_processes(keep=watcher.pid if watcher else None)
+        log.info("shutdown: engine processes gone")
+        stop_watcher(watcher)
+        _stop_resource_tracker()
+    log.info("shutdown: done, leaving")
+    if failure:
+        raise failure[0]
+    return 0
+
+
+def _serve_until_signal(settings: AppSettings, plan: EnginePlan, launched_at: float, terminal_bar: bool,
+                        engine_process) -> list[ErnieChatError]:
+    """Build the runtime and the web server, serve until a signal; what made the first start fail for good."""
+    import uvicorn
+
+    from app.server import create_app
+
     failure: list[ErnieChatError] = []
 
     def fatal(line: str) -> None:
@@ -57,8 +85,8 @@ def serve(settings: AppSettings, plan: EnginePlan, launched_at: float) -> int:
         failure.append(ErnieChatError(line))
         signal.raise_signal(signal.SIGTERM)
 
-    runtime = build_runtime(settings, plan, _engine_factory(settings, plan), on_fatal=fatal,
-                            launched_at=launched_at)
+    runtime = build_runtime(settings, plan, _engine_factory(settings, plan, engine_process), on_fatal=fatal,
+                            launched_at=launched_at, engine_process=engine_process)
     if terminal_bar:
         log.info("vLLM's full log: %s", settings.server.log_file.resolve())
         runtime.host.add_listener(StartProgressBar(sys.stderr))
@@ -75,19 +103,10 @@ def serve(settings: AppSettings, plan: EnginePlan, launched_at: float) -> int:
                                            # engine's shutdown and reaping, the exit stays within 5 s.
                                            timeout_graceful_shutdown=2))
     _tell_runtime_on_signal(server, runtime)
-    _become_subreaper()
     _quiet_resource_tracker()
-    watcher = start_watcher(records)
     _run_until_signal(server, runtime)
     log.info("shutdown: web server stopped")
-    _reap_engine_processes(keep=watcher.pid if watcher else None)
-    log.info("shutdown: engine processes gone")
-    stop_watcher(watcher)
-    _stop_resource_tracker()
-    log.info("shutdown: done, leaving")
-    if failure:
-        raise failure[0]
-    return 0
+    return failure
 
 
 def _process_records(settings: AppSettings) -> Optional[Path]:
@@ -129,7 +148,7 @@ class BrowserOpener:
             threading.Thread(target=webbrowser.open, args=(self.url,), name="open-browser", daemon=True).start()
 
 
-def _engine_factory(settings: AppSettings, plan: EnginePlan):
+def _engine_factory(settings: AppSettings, plan: EnginePlan, engine_process):
     if plan.device == "remote":
         from app.engine.remote import remote_engine_factory
 
@@ -137,9 +156,7 @@ def _engine_factory(settings: AppSettings, plan: EnginePlan):
         assert settings.model.remote_url is not None  # the planner plans "remote" only for --remote-url
         return remote_engine_factory(settings.model.remote_url, key.get_secret_value() if key else None,
                                      settings.model.remote_model)
-    from app.engine.vllm_engine import create_vllm_engine  # imports vLLM only when it is called
-
-    return create_vllm_engine
+    return engine_process.build  # vLLM runs in the engine process (app/engine/engine_process.py)
 
 
 def _tell_runtime_on_signal(server, runtime: Runtime) -> None:

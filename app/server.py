@@ -138,11 +138,11 @@ def create_app(runtime: Runtime) -> FastAPI:
 
     @app.get("/metrics")
     async def metrics(request: Request) -> PlainTextResponse:
-        """Prometheus text: vLLM's own series (default registry) and the app's."""
-        from prometheus_client import REGISTRY, generate_latest
+        """Prometheus text: vLLM's own series (the engine process's) and the app's."""
+        from prometheus_client import generate_latest
 
         rt = runtime_of(request)
-        body = generate_latest(REGISTRY) + generate_latest(rt.metrics.registry)
+        body = await asyncio.to_thread(rt.engine_metrics) + generate_latest(rt.metrics.registry)
         return PlainTextResponse(body, media_type="text/plain; version=0.0.4")
 
     from app.api import build_router

@@ -71,6 +71,9 @@ class EngineHostOptions:
     # The plan to try once more after an out-of-memory start, None when there is none smaller: the planner's rule
     # (app/planning/profiles.py with_smaller_kv), given by whoever builds the host (app/runtime.py).
     plan_after_out_of_memory: Callable[[EnginePlan], Optional[EnginePlan]] = no_retry
+    # vLLM's prompt tokens read and seconds taken so far (app/engine/prefill_rate.py); None: this process's registry
+    # (an engine in this process), else the engine process's (app/engine/engine_link.py).
+    prefill_sums: Optional[Callable[[], Optional[tuple[float, float]]]] = None
 
 
 class EngineHost(EngineStarting, FullSpeedSwitch, EngineWarmUp, EngineWatchdog):
@@ -81,7 +84,8 @@ class EngineHost(EngineStarting, FullSpeedSwitch, EngineWarmUp, EngineWatchdog):
         self.plan = options.plan  # the plan that runs: after an out-of-memory retry, the smaller one
         self.metrics = options.metrics
         self.gate = FairGate(options.plan.max_concurrent)  # answers at once; the rest wait their turn
-        self.prefill_rate = PrefillRate()  # how fast the engine reads prompts, measured after its warm-up's first round
+        # how fast the engine reads prompts, measured after its warm-up's first round
+        self.prefill_rate = PrefillRate(options.prefill_sums)
         self.status = EngineStatus()
         self.metrics.set_engine_state(self.status.state)
         self._slot: Optional[EngineSlot] = None  # the engine new requests go to

@@ -46,9 +46,13 @@ RECORDS = "app-processes"  # the folder, in the data directory, of each running 
 _FILES_FOLDER = re.compile(re.escape(FILES_PREFIX) + r"(\d+)-")
 
 
+ENGINE_PROCESS_MODULE = "app.engine.engine_process"  # the app's engine process (app/engine/engine_link.py)
+
+
 def is_engine_process(name: str, cmdline: str) -> bool:
-    """vLLM names its processes VLLM::EngineCore, VLLM::Worker, ... (the name is cut to 15 characters)."""
-    return name.startswith("VLLM") or cmdline.startswith("VLLM::")
+    """vLLM names its processes VLLM::EngineCore, VLLM::Worker, ... (the name is cut to 15 characters); the app's
+    own engine process runs its module."""
+    return name.startswith("VLLM") or cmdline.startswith("VLLM::") or f"-m {ENGINE_PROCESS_MODULE} " in cmdline
 
 
 def start_watcher(records: Optional[Path] = None) -> Optional[subprocess.Popen]:

@@ -10,6 +10,7 @@ every prompt read so far, weighted by size, so the long prompts that matter here
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Optional
 
 PREFILL_TOKENS = "vllm:request_prefill_kv_computed_tokens"
@@ -19,7 +20,8 @@ PREFILL_SECONDS = "vllm:request_prefill_time_seconds"
 MIN_MEASURED_TOKENS = 256
 
 
-def _sums(registry: Any) -> tuple[float, float]:
+def registry_sums(registry: Any) -> tuple[float, float]:
+    """Prompt tokens computed and seconds spent reading them, summed over every engine in ``registry``."""
     tokens = seconds = 0.0
     for family in registry.collect():
         if family.name not in (PREFILL_TOKENS, PREFILL_SECONDS):
@@ -37,20 +39,25 @@ class PrefillRate:
     costs (its first warm-up request took 1.85 s for 4 tokens on the CPU, a rate nothing like a document's), and
     again for each engine built later (a restart or the full-speed engine registers vLLM's series anew)."""
 
-    def __init__(self, registry: Optional[Any] = None) -> None:
-        if registry is None:
-            from prometheus_client import REGISTRY as registry
-        self.registry = registry
+    def __init__(self, sums: Optional[Callable[[], Optional[tuple[float, float]]]] = None) -> None:
+        """``sums``: the engine's (tokens, seconds) now, None when it cannot be asked; by default vLLM's series in
+        this process's registry (an engine process answers for its own: app/engine/engine_link.py)."""
+        if sums is None:
+            from prometheus_client import REGISTRY
+
+            sums = lambda: registry_sums(REGISTRY)  # noqa: E731
+        self._sums = sums
         self._base: Optional[tuple[float, float]] = None
 
     def start_measuring(self) -> None:
-        self._base = _sums(self.registry)
+        self._base = self._sums()
 
     def tokens_per_second(self) -> Optional[float]:
         """Prompt tokens read per second; None while too little has been measured (or nothing is, here)."""
-        if self._base is None:
+        now = self._sums() if self._base is not None else None
+        if self._base is None or now is None:
             return None
-        tokens, seconds = _sums(self.registry)
+        tokens, seconds = now
         tokens, seconds = tokens - self._base[0], seconds - self._base[1]
         if tokens < MIN_MEASURED_TOKENS or seconds <= 0:
             return None

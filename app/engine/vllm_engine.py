@@ -101,18 +101,28 @@ def create_vllm_engine(model_path: str, plan: EnginePlan) -> VllmEngine:
         return _create(model_path, plan)
 
 
+def import_vllm() -> None:
+    """Import what an engine build needs, once, from one thread at a time: --quick-start builds two engines at
+    once, and the engine process imports ahead of its first build (app/engine/engine_process.py). A module half
+    imported by one thread and used by another is what made vLLM revert its own threaded imports (vllm#40438),
+    so every thread that imports vLLM here waits for the one already doing it."""
+    with _IMPORT_LOCK:
+        from vllm.engine.arg_utils import AsyncEngineArgs  # noqa: F401
+        from vllm.v1.engine.async_llm import AsyncLLM  # noqa: F401
+        # On a GPU the engine core is forked from the process that builds it, and torch.compile's cache key
+        # pickles there: every module loaded by then must answer an unknown name with AttributeError.
+        make_module_getattrs_pickle_safe()
+
+
 def _create(model_path: str, plan: EnginePlan) -> VllmEngine:
     # One machine: vLLM's processes talk over loopback, with no network lookup of our own address.
     os.environ.setdefault("VLLM_HOST_IP", "127.0.0.1")
     os.environ.update(plan.env)
     for name, value in plan.env_defaults.items():
         os.environ.setdefault(name, value)
-    with _IMPORT_LOCK:  # --quick-start builds two engines at once: import vLLM from one thread, not two
-        from vllm.engine.arg_utils import AsyncEngineArgs
-        from vllm.v1.engine.async_llm import AsyncLLM
-        # On a GPU the engine core is forked from here, and torch.compile's cache key pickles there: every
-        # module loaded by now (Chainlit's too) must answer an unknown name with AttributeError.
-        make_module_getattrs_pickle_safe()
+    import_vllm()
+    from vllm.engine.arg_utils import AsyncEngineArgs
+    from vllm.v1.engine.async_llm import AsyncLLM
 
     engine_args = dict(plan.engine_args)
     if engine_args.get("distributed_executor_backend") == ONE_PROCESS_EXECUTOR:

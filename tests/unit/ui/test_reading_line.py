@@ -4,7 +4,7 @@ import asyncio
 
 from prometheus_client import CollectorRegistry, Histogram
 
-from app.engine.prefill_rate import MIN_MEASURED_TOKENS, PREFILL_SECONDS, PREFILL_TOKENS, PrefillRate
+from app.engine.prefill_rate import MIN_MEASURED_TOKENS, PREFILL_SECONDS, PREFILL_TOKENS, PrefillRate, registry_sums
 from app.ui.reading_line import ReadingLine, reading_text, worth_showing
 
 
@@ -18,7 +18,7 @@ def engine_histograms(registry, engine: str = "0"):
 def test_the_rate_counts_only_what_was_read_after_the_engine_warmed_up():
     registry = CollectorRegistry()
     tokens, seconds = engine_histograms(registry)
-    rate = PrefillRate(registry)
+    rate = PrefillRate(lambda: registry_sums(registry))
     tokens.observe(4)
     seconds.observe(1.85)  # the first request: one-time costs, nothing like a document's rate
     assert rate.tokens_per_second() is None  # not measuring yet
@@ -32,7 +32,14 @@ def test_the_rate_counts_only_what_was_read_after_the_engine_warmed_up():
 
 
 def test_without_vllms_series_there_is_no_rate():  # a remote engine keeps its measurements on its own server
-    rate = PrefillRate(CollectorRegistry())
+    empty = CollectorRegistry()
+    rate = PrefillRate(lambda: registry_sums(empty))
+    rate.start_measuring()
+    assert rate.tokens_per_second() is None
+
+
+def test_an_engine_that_cannot_be_asked_gives_no_rate():  # the engine process is gone or did not answer in time
+    rate = PrefillRate(lambda: None)
     rate.start_measuring()
     assert rate.tokens_per_second() is None
 
