@@ -13,6 +13,7 @@ import threading
 from pathlib import Path
 from typing import Optional
 
+from app.engine import resource_tracker
 from app.engine.orphan_guard import RECORDS, clean_leftovers, start_watcher, stop_watcher
 from app.engine.progress import StartProgressBar
 from app.errors import ErnieChatError
@@ -47,6 +48,7 @@ def serve(settings: AppSettings, plan: EnginePlan, launched_at: float) -> int:
     records = _process_records(settings)
     clean_leftovers(records)
     _become_subreaper()
+    resource_tracker.quiet()  # before anything here starts multiprocessing's tracker (document readers)
     # The watcher first, so that a kill from here on leaves no engine process (issue 36, N5); then the engine
     # process, whose imports run while this process imports the web server and the UI (issue 34).
     watcher = start_watcher(records)
@@ -63,7 +65,7 @@ def serve(settings: AppSettings, plan: EnginePlan, launched_at: float) -> int:
         _reap_engine_processes(keep=watcher.pid if watcher else None)
         log.info("shutdown: engine processes gone")
         stop_watcher(watcher)
-        _stop_resource_tracker()
+        resource_tracker.stop()
     log.info("shutdown: done, leaving")
     if failure:
         raise failure[0]
@@ -103,7 +105,6 @@ def _serve_until_signal(settings: AppSettings, plan: EnginePlan, launched_at: fl
                                            # engine's shutdown and reaping, the exit stays within 5 s.
                                            timeout_graceful_shutdown=2))
     _tell_runtime_on_signal(server, runtime)
-    _quiet_resource_tracker()
     _run_until_signal(server, runtime)
     log.info("shutdown: web server stopped")
     return failure
@@ -213,7 +214,7 @@ def _reap_engine_processes(timeout_s: float = 2.0, keep: Optional[int] = None) -
     import psutil
 
     me = psutil.Process()
-    tracker = _resource_tracker_pid()  # multiprocessing's helper ends when we do; waiting for it would hang
+    tracker = resource_tracker.pid()  # multiprocessing's helper ends when we do; waiting for it would hang
     deadline = time.monotonic() + timeout_s
     while True:
         left = [p for p in me.children(recursive=True) if p.pid not in (tracker, keep)]
@@ -241,32 +242,3 @@ def _reap_zombies() -> None:
             return
         if pid == 0:
             return
-
-
-def _resource_tracker_pid() -> int:
-    try:
-        from multiprocessing import resource_tracker
-
-        # multiprocessing's private tracker: a change there is caught below
-        return resource_tracker._resource_tracker._pid or -1  # type: ignore[attr-defined]
-    except (ImportError, AttributeError):
-        return -1
-
-
-def _quiet_resource_tracker() -> None:
-    """vLLM's engine processes share a segment of shared memory that the one killed last at shutdown never
-    unlinks; multiprocessing's resource tracker (started later, from this process, with this process's -W
-    options) unlinks it, as it should, but warns "There appear to be 1 leaked shared_memory objects". The
-    cleanup stays; the warning, which tells the user nothing to do, goes."""
-    sys.warnoptions.append("ignore:resource_tracker:UserWarning")
-
-
-def _stop_resource_tracker() -> None:
-    """End multiprocessing's resource tracker now, not after this process: it cleans up the shared memory
-    the engine processes left and says so, and that line once printed after the shell's prompt."""
-    try:
-        from multiprocessing import resource_tracker
-
-        resource_tracker._resource_tracker._stop()  # type: ignore[attr-defined]  # private: a change is caught below
-    except (ImportError, AttributeError, ChildProcessError, OSError):
-        pass

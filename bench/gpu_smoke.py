@@ -74,17 +74,19 @@ def cache_folders() -> list[str]:
     return sorted(found)
 
 
-def forks_of(trace: Path, app_pid: int) -> list[str]:
-    """The app process's forks in the trace: 'thread: where' for each (the stack's first frame outside
-    multiprocessing), in order."""
+def forks_of(trace: Path, processes: dict[int, str]) -> list[str]:
+    """The forks of ``processes`` (pid -> what it is: the app, its engine process) in the trace: 'process, thread:
+    where' for each (the stack's first frame outside multiprocessing), in order."""
     text = trace.read_text(errors="replace") if trace.exists() else ""
     forks = []
     for line in text.splitlines():
         head, _, stack = line.partition(" forks: ")
-        if line.startswith(" ") or f" pid {app_pid} " not in head:
+        pid = re.search(r" pid (\d+) ", head)
+        if line.startswith(" ") or pid is None or int(pid.group(1)) not in processes:
             continue
         frames = [f for f in stack.split(" <- ") if not f.startswith(("popen_fork.py", "context.py", "process.py"))]
-        forks.append(f"{head.split(' thread ', 1)[1]}: {frames[0] if frames else stack[:80]}")
+        forks.append(f"{processes[int(pid.group(1))]}, {head.split(' thread ', 1)[1]}: "
+                     f"{frames[0] if frames else stack[:80]}")
     return forks
 
 
@@ -167,7 +169,7 @@ def killed_run(model: Path, work: Path, timeout: float) -> dict[str, Any]:
 
 def table(runs: list[dict[str, Any]]) -> str:
     fmt = lambda v: "-" if v is None else f"{v}"  # noqa: E731
-    rows = ["| launch | HTTP s | ready s | full speed s | tok/s starting | tok/s full | exit s | forks of the app | "
+    rows = ["| launch | HTTP s | ready s | full speed s | tok/s starting | tok/s full | exit s | forks | "
             "checks |", "|---|---|---|---|---|---|---|---|---|"]
     for r in runs:
         failed = [f"{name}: {verdict}" for name, verdict in r["checks"].items() if verdict != "ok"]
@@ -212,7 +214,8 @@ def main() -> int:
         folder.mkdir(parents=True, exist_ok=True)
         run = one_run(str(model), folder, None, name.startswith("first launch"), 256, args.timeout)
         run.update(cache=name, caches_removed=removed, cache_folders_after=cache_folders(),
-                   forks=forks_of(folder / "forks.txt", run["pid"]))
+                   forks=forks_of(folder / "forks.txt", {run["pid"]: "app", **{
+                       pid: "engine process" for pid in run.get("engine_process_pids", [])}}))
         run["checks"] = checks(run, folder / "llm.log")
         for kept in ("llm.log", "forks.txt"):  # beside the table, for a failure's exact lines
             if (folder / kept).exists():

@@ -28,11 +28,12 @@ from typing import Any, Optional
 import httpx
 import psutil
 
+from app.engine.orphan_guard import ENGINE_PROCESS_MODULE
 from tests.support.app_process import LaunchedApp, alive, get
 
 PROMPT = "Write a long story about a lighthouse keeper and the sea."
 LOG_LINE = re.compile(r"ERROR|Traceback|Exception|Error:|CRITICAL|failed|quick.start|starting engine|full.speed"
-                      r"|shutdown:", re.IGNORECASE)
+                      r"|shutdown:|engine process", re.IGNORECASE)
 
 
 def compile_cache() -> Path:
@@ -163,6 +164,7 @@ def one_run(model: str, work: Path, quick: Optional[str], cold: bool, max_tokens
             raise TimeoutError(f"not ready in {timeout} s")
         result["speed_at_ready"] = poller.last.get("speed")
         processes = [psutil.Process(pid) for pid in app.descendants()]
+        result["engine_process_pids"] = [p.pid for p in processes if ENGINE_PROCESS_MODULE in " ".join(p.cmdline())]
         result["decode_ready"] = decode(app.url, max_tokens)
         result["speed_after_decode_ready"] = poller.last.get("speed")
         if quick != "off" and poller.last.get("speed") is not None:

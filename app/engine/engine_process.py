@@ -31,7 +31,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from app.engine import wire
+from app.engine import resource_tracker, wire
 from app.engine.slots import LoopThread
 from app.errors import EngineDied, one_line
 from app.planning.engine_plan import EnginePlan
@@ -197,10 +197,12 @@ def serve(control: socket.socket) -> None:
 
 def main(argv: list[str]) -> None:
     control = socket.socket(fileno=int(argv[0]))
+    resource_tracker.quiet()  # the tracker vLLM's processes start from here
     setup_logging(Path(argv[1]), vllm_console_level=argv[2] if len(argv) > 2 and argv[2] else None)
     log.info("engine process %d started", os.getpid(), extra=FILE_ONLY)
     threading.Thread(target=_import_ahead, name="import-vllm", daemon=True).start()
     serve(control)
+    resource_tracker.stop()
     log.info("engine process %d: every engine stopped, leaving", os.getpid(), extra=FILE_ONLY)
     logging.shutdown()
     # Nothing is left to save: the interpreter's teardown of torch's state only costs seconds (app/launcher.py leave).

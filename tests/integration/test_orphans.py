@@ -123,10 +123,39 @@ def lookalike(tmp_path) -> psutil.Process:
     return process
 
 
+def test_killed_with_its_watcher_the_app_leaves_an_engine_process_that_ends_by_itself(tiny_model_dir, tmp_path):
+    """Issue 34: vLLM runs in the app's engine process, which ends its engines and itself when the app's socket
+    closes, however the app went: even a kill of the app and its watcher together (the OOM killer) leaves nothing."""
+    app = LaunchedApp(tiny_model_dir, tmp_path)
+    below = []
+    try:
+        app.wait_ready()
+        below = psutil.Process(app.proc.pid).children(recursive=True)
+        assert engine_processes(app.proc.pid), "no engine process under the app"
+        for process in below:
+            if "app.engine.orphan_guard" in " ".join(process.cmdline()):
+                process.kill()
+        app.proc.kill()
+        app.proc.wait(10)
+        deadline = time.time() + 20
+        while [p for p in below if alive(p)] and time.time() < deadline:
+            time.sleep(0.1)
+        assert not [f"{p.pid} {p.name()}" for p in below if alive(p)], "processes outlived the killed app"
+    finally:
+        for process in below:
+            with contextlib.suppress(psutil.Error):
+                process.kill()
+        app.kill()
+
+
 def test_a_start_ends_what_a_killed_app_and_watcher_left_on_its_data_dir_only(tiny_model_dir, tmp_path):
     """Issue 36 N5: killed together with its watcher (a kill of both, the OOM killer), the app left its engine
     processes running, and the next start only named them. Now the next start on the same data directory ends
-    them, proven from the dead app's record; a process that only looks like one (vLLM's name, under PID 1) stays."""
+    them, proven from the dead app's record; a process that only looks like one (vLLM's name, under PID 1) stays.
+    The engine process would end by itself (the test above), so here it and vLLM's processes are stopped first
+    (SIGSTOP), as processes that cannot react would be (stuck in a driver call, swapped out)."""
+    import signal
+
     from app.engine.orphan_guard import POLL_SECONDS
 
     data = tmp_path / "data"
@@ -142,6 +171,8 @@ def test_a_start_ends_what_a_killed_app_and_watcher_left_on_its_data_dir_only(ti
         left = [p for p in below if p not in watchers]
         assert watchers and engine_processes(first.proc.pid), "no watcher or no engine process under the app"
         time.sleep(4 * POLL_SECONDS)  # the watcher has noted (and recorded) them
+        for process in left:
+            process.send_signal(signal.SIGSTOP)
         for process in watchers:
             process.kill()
         first.proc.kill()
