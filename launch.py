@@ -1,7 +1,8 @@
 """Entry point: `python launch.py [--help]`. Everything happens in app/launcher.py.
 
-The guard matters: vLLM's CPU platform starts its engine with the spawn method, which re-imports this
-file as ``__mp_main__``; nothing may start at import.
+The guard matters: a process started with multiprocessing's spawn method re-imports its parent's main file as
+``__mp_main__`` (vLLM's CPU platform spawns its engine core that way, from the engine process that
+app/engine/engine_process.py runs); nothing may start at import.
 """
 
 if __name__ == "__main__":
