@@ -255,15 +255,17 @@ class ModelFiles:
     def provide(self, progress: Callable[..., None]) -> str:
         path = resolve_model(self.settings, progress, self.patterns)
         progress(Phrase("detail_tokenizer"), StartStep.TOKENIZER)
-        # Imported here, before the engine thread imports vLLM (which imports transformers too): two threads
-        # importing the same packages at once can deadlock on Python's import locks.
-        from transformers import AutoTokenizer
-
         self.generation_defaults = read_generation_defaults(path)
         loading: concurrent.futures.Future = concurrent.futures.Future()
 
         def load() -> None:
             try:
+                # transformers is imported here, beside the engine's start, not before it: vLLM (which imports
+                # transformers too) runs in the engine process (app/engine/engine_process.py), so no other thread
+                # of this process imports the same packages now (two at once can deadlock on the import locks),
+                # and the engine's build is asked for without waiting for these imports (4.4 s on an H200).
+                from transformers import AutoTokenizer
+
                 loading.set_result(AutoTokenizer.from_pretrained(path))
             except BaseException as err:  # handed to wait_loaded, which raises it on the start's path
                 loading.set_exception(err)
