@@ -43,8 +43,7 @@ log = logging.getLogger("ernie_chat.engine")
 def error_text(err: BaseException) -> str:
     """An exception as the app reads it: its type, its text and its cause's (the out-of-memory wording is matched
     there, app/engine/vllm_engine.py is_out_of_memory)."""
-    text = f"{type(err).__name__}: {one_line(err)}"
-    return f"{text} (cause: {type(err.__cause__).__name__}: {err.__cause__})" if err.__cause__ else text
+    return f"{one_line(err)} (cause: {one_line(err.__cause__)})" if err.__cause__ else one_line(err)
 
 
 class ServedEngine:
@@ -173,8 +172,25 @@ def _metrics_text() -> bytes:
     return generate_latest(REGISTRY)
 
 
+class AppSockets:
+    """The sockets to the app, closed in every process forked from here (vLLM's engine core on a GPU): a fork keeps
+    a copy of each, and a socket whose copy lives on in the core would not tell the app that this process died."""
+
+    def __init__(self) -> None:
+        self.held: list[socket.socket] = []
+        os.register_at_fork(after_in_child=self._close_all)
+
+    def _close_all(self) -> None:
+        for sock in self.held:
+            with contextlib.suppress(OSError):
+                sock.close()
+        self.held = []
+
+
 def serve(control: socket.socket) -> None:
     """Answer the control socket until it closes, then shut every engine down."""
+    app_sockets = AppSockets()
+    app_sockets.held.append(control)
     served: list[ServedEngine] = []
     try:
         while True:
@@ -182,7 +198,9 @@ def serve(control: socket.socket) -> None:
             kind = message[0]
             if kind == "build":
                 _, model_path, plan = message
-                engine = ServedEngine(wire.receive_socket(control), model_path, plan, f"engine-{len(served) + 1}")
+                engine_socket = wire.receive_socket(control)
+                app_sockets.held.append(engine_socket)
+                engine = ServedEngine(engine_socket, model_path, plan, f"engine-{len(served) + 1}")
                 served.append(engine)
                 engine.start()
             elif kind == "prefill_sums":
