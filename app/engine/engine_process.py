@@ -217,7 +217,7 @@ def main(argv: list[str]) -> None:
     control = socket.socket(fileno=int(argv[0]))
     resource_tracker.quiet()  # the tracker vLLM's processes start from here
     setup_logging(Path(argv[1]), vllm_console_level=argv[2] if len(argv) > 2 and argv[2] else None)
-    log.info("engine process %d started", os.getpid(), extra=FILE_ONLY)
+    log.info("engine process %d: importing vLLM ahead of the first build", os.getpid(), extra=FILE_ONLY)
     threading.Thread(target=_import_ahead, name="import-vllm", daemon=True).start()
     serve(control)
     resource_tracker.stop()
