@@ -11,7 +11,7 @@ import signal
 import sys
 import threading
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 from app.engine import resource_tracker
 from app.engine.orphan_guard import RECORDS, clean_leftovers, start_watcher, stop_watcher
@@ -21,6 +21,9 @@ from app.planning.engine_plan import EnginePlan
 from app.runtime import Runtime, build_runtime
 from app.settings import PROJECT_ROOT, AppSettings
 from app.telemetry import FILE_ONLY, RUN_MARKER, setup_logging
+
+if TYPE_CHECKING:
+    from app.engine.engine_link import EngineProcess
 
 log = logging.getLogger("ernie_chat")
 
@@ -52,7 +55,7 @@ def serve(settings: AppSettings, plan: EnginePlan, launched_at: float) -> int:
     # The watcher first, so that a kill from here on leaves no engine process (issue 36, N5); then the engine
     # process, whose imports run while this process imports the web server and the UI (issue 34).
     watcher = start_watcher(records)
-    engine_process = None
+    engine_process: Optional[EngineProcess] = None
     if plan.device != "remote":
         from app.engine.engine_link import EngineProcess
 
@@ -73,7 +76,7 @@ def serve(settings: AppSettings, plan: EnginePlan, launched_at: float) -> int:
 
 
 def _serve_until_signal(settings: AppSettings, plan: EnginePlan, launched_at: float, terminal_bar: bool,
-                        engine_process) -> list[ErnieChatError]:
+                        engine_process: Optional[EngineProcess]) -> list[ErnieChatError]:
     """Build the runtime and the web server, serve until a signal; what made the first start fail for good."""
     import uvicorn
 
@@ -149,7 +152,7 @@ class BrowserOpener:
             threading.Thread(target=webbrowser.open, args=(self.url,), name="open-browser", daemon=True).start()
 
 
-def _engine_factory(settings: AppSettings, plan: EnginePlan, engine_process):
+def _engine_factory(settings: AppSettings, plan: EnginePlan, engine_process: Optional[EngineProcess]):
     if plan.device == "remote":
         from app.engine.remote import remote_engine_factory
 
@@ -157,6 +160,7 @@ def _engine_factory(settings: AppSettings, plan: EnginePlan, engine_process):
         assert settings.model.remote_url is not None  # the planner plans "remote" only for --remote-url
         return remote_engine_factory(settings.model.remote_url, key.get_secret_value() if key else None,
                                      settings.model.remote_model)
+    assert engine_process is not None  # started for every plan but a remote one (serve)
     return engine_process.build  # vLLM runs in the engine process (app/engine/engine_process.py)
 
 
