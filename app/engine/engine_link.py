@@ -28,12 +28,13 @@ from app.engine.orphan_guard import ENGINE_PROCESS_MODULE
 from app.engine.protocol import Delta, Sampling
 from app.errors import EngineDied
 from app.planning.engine_plan import EnginePlan
-from app.settings import PROJECT_ROOT
+from app.settings import ENV_PREFIX, PROJECT_ROOT
 from app.telemetry import FILE_ONLY
 
 log = logging.getLogger("ernie_chat.engine")
 
 PROCESS_DIED = "engine process died"
+APP_VARIABLES = ("CHAINLIT_", ENV_PREFIX)  # the app's settings and Chainlit's: the engine process reads none
 CALL_TIMEOUT_S = 5.0  # a control call or an engine's health call; the process answers these in milliseconds
 
 
@@ -45,7 +46,8 @@ class EngineProcessError(RuntimeError):
 def engine_environment(plan: EnginePlan, base: Mapping[str, str]) -> dict[str, str]:
     """The engine process's environment: the app's, with the plan's settings for vLLM's processes. Set before the
     process starts, because some are read when a library loads (OpenMP's thread count when torch does)."""
-    env = dict(base)
+    # The app's own secrets (its login signing key, the users' token, a remote server's key) stay with the app.
+    env = {name: value for name, value in base.items() if not name.startswith(APP_VARIABLES)}
     env.setdefault("VLLM_HOST_IP", "127.0.0.1")  # one machine: vLLM's processes talk over loopback
     env.update(plan.env)
     for name, value in plan.env_defaults.items():

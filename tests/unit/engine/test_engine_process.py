@@ -51,3 +51,15 @@ def test_an_error_crosses_with_its_type_and_cause():
         text = error_text(err)
     assert text.startswith("ValueError: Engine core initialization failed")
     assert "(cause: RuntimeError: CUDA out of memory" in text  # the host's out-of-memory retry reads this wording
+
+
+def test_the_engine_process_gets_the_plans_variables_and_none_of_the_apps_secrets():
+    from app.engine.engine_link import engine_environment
+    from app.planning.engine_plan import EnginePlan
+
+    plan = EnginePlan(profile="cpu", device="cpu", gpu=None, reasons={}, max_concurrent=4, engine_args={},
+                      env={"CUDA_VISIBLE_DEVICES": "GPU-1"}, env_defaults={"OMP_NUM_THREADS": "1"})
+    env = engine_environment(plan, {"PATH": "/bin", "OMP_NUM_THREADS": "3", "CHAINLIT_AUTH_SECRET": "s",
+                                    "ERNIE_CHAT_AUTH_TOKEN": "t", "VLLM_LOGGING_CONFIG_PATH": "/x.json"})
+    assert env == {"PATH": "/bin", "OMP_NUM_THREADS": "3",  # the user's own value stays
+                   "VLLM_LOGGING_CONFIG_PATH": "/x.json", "VLLM_HOST_IP": "127.0.0.1", "CUDA_VISIBLE_DEVICES": "GPU-1"}
