@@ -73,16 +73,20 @@ class ServedEngine:
             log.exception("engine build failed", extra=FILE_ONLY)
             with contextlib.suppress(OSError):
                 wire.send(self.sock, ("failed", error_text(err)))
-            self.sock.close()
-            self.finished.set()
+            self._finish()
             return
         try:
             wire.send(self.sock, ("built", self.engine.max_model_len))
             await self._answer()
         finally:
             self.engine.shutdown()
-            self.sock.close()
-            self.finished.set()
+            self._finish()
+
+    def _finish(self) -> None:
+        """Close the socket and end this engine's loop thread (a process that restarts engines keeps none idle)."""
+        self.sock.close()
+        self.finished.set()
+        self.thread.stop_when_idle()
 
     async def _answer(self) -> None:
         """Serve the app's requests until it says shutdown or its end closes."""
@@ -110,6 +114,7 @@ class ServedEngine:
         finally:
             for task in streams.values():
                 task.cancel()
+            writer.close()
 
     async def _stream(self, writer: asyncio.StreamWriter, request_id: str, token_ids: list[int], sampling: Any,
                       streams: dict[str, asyncio.Task]) -> None:
