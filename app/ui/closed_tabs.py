@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import weakref
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Optional
 
 from app.chainlit_internals import (
@@ -45,6 +45,9 @@ ANSWERS_END_S = 30.0
 class _ClosedTab:
     freeing: Optional[asyncio.Task] = None  # between the tab's close and its chat's going
     freed: bool = False  # its messages are in the database only
+    # The messages' ids in the order the tab held them, which the database's (by the time each was stored) may
+    # not be: an answer is stored as it ends, after a question sent while it was being written.
+    order: list[str] = field(default_factory=list)
 
 
 # Per Chainlit session object: an entry goes with its session when Chainlit deletes it.
@@ -74,12 +77,15 @@ async def _free(store: HistoryStore, session: Any, tab: _ClosedTab, answers: set
                  extra=FILE_ONLY)
         return False
     held = held_messages(session)  # from here to its going, nothing is awaited: nothing changes it unseen
-    if not same_chat(held, stored):
-        log.info("chat %s kept in memory: the database does not hold it as the tab had it", session.thread_id,
+    order = [message.id for message in held]
+    stored = in_order(stored, order)
+    difference = chat_difference(held, stored)
+    if difference is not None:
+        log.info("chat %s kept in memory: the database holds it otherwise (%s)", session.thread_id, difference,
                  extra=FILE_ONLY)
         return False
     drop_held_messages(session)
-    tab.freed = True
+    tab.freed, tab.order = True, order
     log.info("chat %s of a closed tab: %d messages left memory until the tab comes back", session.thread_id,
              len(held), extra=FILE_ONLY)
     del held, stored  # the last references to the messages: what they held is free before it is given back
@@ -93,13 +99,27 @@ async def _stored_messages(store: HistoryStore, session: Any) -> list[Any]:
     return messages_from_steps(session, thread["steps"] if thread else [])
 
 
-def same_chat(held: list[Any], stored: list[Any]) -> bool:
-    """Whether two lists of messages are the same chat, as the next prompt reads it: the same messages in the same
-    order, each of the same kind, author, text and metadata (an answer's versions, a question's documents)."""
-    def shape(message: Any) -> tuple[Any, ...]:
-        return message.id, message.type, message.author, message.content, message.metadata or {}
+def in_order(messages: list[Any], order: list[str]) -> list[Any]:
+    """``messages`` in the order of the ids in ``order``; any other (stored since, from another tab) after them, in
+    the database's order."""
+    place = {message_id: n for n, message_id in enumerate(order)}
+    return sorted(messages, key=lambda message: place.get(message.id, len(order)))
 
-    return [shape(m) for m in held] == [shape(m) for m in stored]
+
+_COMPARED = ("id", "type", "author", "content", "metadata")
+
+
+def chat_difference(held: list[Any], stored: list[Any]) -> Optional[str]:
+    """Where two lists of messages differ as the next prompt reads them (the same messages in the same order, each of
+    the same kind, author, text and metadata: an answer's versions, a question's documents), in words that name no
+    text; None when they are the same chat."""
+    for place, (mine, theirs) in enumerate(zip(held, stored, strict=False)):  # lengths: below
+        for name in _COMPARED:
+            if (getattr(mine, name) or None) != (getattr(theirs, name) or None):
+                return f"message {place + 1} of {len(held)}: its {name} differs"
+    if len(held) != len(stored):
+        return f"{len(held)} messages here, {len(stored)} in the database"
+    return None
 
 
 async def read_back_when_back(store: Optional[HistoryStore], session: Any) -> None:
@@ -119,7 +139,7 @@ async def read_back_when_back(store: Optional[HistoryStore], session: Any) -> No
         _BACK.discard(session)
         log.warning("a tab came back to chat %s, which could not be read back (%s)", session.thread_id, err)
         raise ConnectionRefusedError("the chat could not be read back") from err
-    hold_messages(session, stored)
+    hold_messages(session, in_order(stored, tab.order))
 
 
 # Tabs back after a close: a tab opened on a chat's address is resumed by Chainlit once more as it comes back.

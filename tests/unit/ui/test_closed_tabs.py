@@ -13,7 +13,7 @@ from chainlit.session import WebsocketSession
 from app.chainlit_internals import held_messages, hold_messages, messages_from_steps
 from app.history.database import DatabaseLocation
 from app.ui import closed_tabs
-from app.ui.closed_tabs import free_when_answers_end, read_back_when_back, same_chat
+from app.ui.closed_tabs import chat_difference, free_when_answers_end, read_back_when_back
 from tests.support.history_store import run_with_store
 
 REPORT = "the keeper's log, page after page. " * 20_000  # a document's text: what a closed tab must not keep
@@ -68,6 +68,25 @@ def test_a_closed_tabs_chat_leaves_memory_and_comes_back_the_same(tab, tmp_path)
 
     shapes, read_back = run_with_store(_location(tmp_path), body)
     assert read_back == shapes  # the document's text included
+
+
+def test_a_chat_comes_back_in_the_order_the_tab_held_it(tab, tmp_path):
+    """An answer is stored as it ends: after a question sent while it was being written, which the database then
+    lists before it. The tab held them as they came, and gets them back so."""
+    async def body(store):
+        question, answer = _steps(tab.thread_id)
+        answer["createdAt"] = "2026-12-06T10:00:03.000Z"
+        later = {**question, "id": str(uuid.uuid4()), "output": "And then?", "metadata": {},
+                 "createdAt": "2026-12-06T10:00:02.000Z"}
+        await _stored(store, [question, answer, later])
+        held = [question, answer, later]
+        hold_messages(tab, messages_from_steps(tab, held))
+        assert await free_when_answers_end(store, tab, set()) is True
+        await read_back_when_back(store, tab)
+        return [step["id"] for step in held], [m.id for m in held_messages(tab)]
+
+    held, read_back = run_with_store(_location(tmp_path), body)
+    assert read_back == held
 
 
 def test_a_chat_the_database_holds_otherwise_stays_in_memory(tab, tmp_path):
@@ -126,9 +145,16 @@ def test_the_same_chat_is_the_same_messages_in_order_with_their_text_and_metadat
     async def body():  # messages are made in a running loop, as Chainlit's context needs one
         steps = _steps(tab.thread_id)
         held = messages_from_steps(tab, steps)
-        assert same_chat(held, messages_from_steps(tab, steps))
-        assert not same_chat(held, messages_from_steps(tab, steps[::-1]))
-        assert not same_chat(held, messages_from_steps(tab, [steps[0], {**steps[1], "output": "Rocks."}]))
-        assert not same_chat(held, messages_from_steps(tab, [{**steps[0], "metadata": {}}, steps[1]]))
+
+        def difference(stored: list[dict]):
+            return chat_difference(held, messages_from_steps(tab, stored))
+
+        assert difference(steps) is None
+        assert difference([{**steps[0], "metadata": None}, {**steps[1], "metadata": {}}]) is not None
+        assert difference(steps[::-1]) == "message 1 of 2: its id differs"
+        assert difference([steps[0], {**steps[1], "output": "Rocks."}]) == "message 2 of 2: its content differs"
+        assert difference([{**steps[0], "metadata": {}}, steps[1]]) == "message 1 of 2: its metadata differs"
+        assert difference(steps[:1]) == "2 messages here, 1 in the database"
+        assert chat_difference([], []) is None
 
     asyncio.run(body())
