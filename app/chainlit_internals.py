@@ -6,7 +6,7 @@ where it is needed; what Chainlit does not offer publicly is here, each with why
 """
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
@@ -300,7 +300,7 @@ def open_refused_chats_as_new() -> None:
 
     handlers = sio.handlers["/"]
     connect = handlers["connect"]
-    if getattr(connect, _GATED, False):
+    if _wraps(connect, _GATED):
         return
 
     async def connect_or_open_new(sid: str, environ: dict, auth: Any) -> Any:
@@ -314,7 +314,18 @@ def open_refused_chats_as_new() -> None:
             return accepted
 
     setattr(connect_or_open_new, _GATED, True)
+    connect_or_open_new.__wrapped__ = connect  # type: ignore[attr-defined]
     handlers["connect"] = connect_or_open_new
+
+
+def _wraps(handler: Any, mark: str) -> bool:
+    """Whether ``handler``, or a handler it wraps (``__wrapped__``), carries ``mark``: two wrappers of Chainlit's
+    connect handler are installed each time an app is made, in turn, and each must wrap it once however they nest."""
+    while handler is not None:
+        if getattr(handler, mark, False):
+            return True
+        handler = getattr(handler, "__wrapped__", None)
+    return False
 
 
 async def leave_refused_chat(line: str) -> None:
@@ -324,6 +335,104 @@ async def leave_refused_chat(line: str) -> None:
     import chainlit as cl
 
     await cl.context.emitter.send_resume_thread_error(line)
+
+
+# ----- a closed tab's chat, out of memory until the tab comes back ----------------------------------------------
+def held_messages(session: Any) -> list[Any]:
+    """The messages Chainlit holds for this tab's chat (``chat_contexts``): every prompt is built from them."""
+    from chainlit.chat_context import chat_contexts
+
+    return list(chat_contexts.get(session.id, ()))
+
+
+def drop_held_messages(session: Any) -> None:
+    """Let go of this tab's messages (the documents' text in their metadata with them); ``chat_context`` starts
+    an empty list for the tab on its next use."""
+    from chainlit.chat_context import chat_contexts
+
+    chat_contexts.pop(session.id, None)
+
+
+def messages_from_steps(session: Any, steps: Iterable[Any]) -> list[Any]:
+    """This tab's messages from its chat's stored steps, as Chainlit's resume makes them (chainlit/socket.py
+    ``connection_successful``: ``Message.from_dict`` of each message step, in the session's context, which gives
+    each message its chat id)."""
+    import contextvars
+
+    from chainlit.context import init_ws_context
+    from chainlit.message import Message
+
+    def made() -> list[Any]:
+        init_ws_context(session)
+        return [Message.from_dict(step) for step in steps if "message" in str(step.get("type") or "")]
+
+    return contextvars.copy_context().run(made)  # the caller's own context is left as it was
+
+
+def hold_messages(session: Any, messages: list[Any]) -> None:
+    """Make ``messages`` this tab's chat, in place of whatever it holds."""
+    from chainlit.chat_context import chat_contexts
+
+    chat_contexts[session.id] = list(messages)
+
+
+def make_room_for_resumed_messages(thread: dict[str, Any]) -> None:
+    """Take out of this tab's chat the messages of ``thread`` that Chainlit is about to add to it. Chainlit resumes a
+    chat (chainlit/socket.py ``connection_successful``) by calling on_chat_resume, then adding each of its stored
+    messages to the chat's context, whatever it holds already (``chat_context.add`` skips only the same objects). A
+    tab opened on a chat's address connects with the chat's id, and a socket that comes back to its session after a
+    network blip is resumed again: every message was held twice, and the next prompt held each turn twice (1,373
+    tokens instead of 722). Called last in on_chat_resume: nothing is awaited between it and Chainlit's adds."""
+    import chainlit as cl
+
+    coming = {step.get("id") for step in thread.get("steps") or () if "message" in str(step.get("type") or "")}
+    for message in cl.chat_context.get():
+        if message.id in coming:
+            cl.chat_context.remove(message)
+
+
+_TAB_BACK = "__ernie_chat_tab_back__"  # marks the connect wrapper of ``when_a_tab_comes_back``
+TabBack = Callable[[Any], Awaitable[None]]
+
+
+def when_a_tab_comes_back(back: TabBack) -> None:
+    """Await ``back(session)`` when a socket connects to a session Chainlit kept (the page's socket.io reconnects
+    with the same ``sessionId`` after a network blip, within ``session_timeout``), before the socket is accepted:
+    the page sends nothing until then, so the chat ``back`` puts in place is there for its next message. An
+    exception from ``back`` refuses the socket.
+
+    Chainlit's ``restore_existing_session`` (chainlit/socket.py), which gives the kept session the new socket, is
+    a plain function its connect handler calls, with no hook and nothing awaited: the connect handler is wrapped,
+    and a session restored is the one the tab's ``sessionId`` named before Chainlit's handler ran, now this
+    socket's. A later call replaces ``back`` (an app made again in the same process, as tests do)."""
+    import chainlit.socket  # noqa: F401 - registers Chainlit's handlers on its server
+    from chainlit.server import sio
+    from chainlit.session import WebsocketSession
+
+    _TAB_BACK_CALL[0] = back
+    handlers = sio.handlers["/"]
+    connect = handlers["connect"]
+    if _wraps(connect, _TAB_BACK):
+        return
+
+    async def connect_then_restore(sid: str, environ: dict, auth: Any) -> Any:
+        session_id = auth.get("sessionId") if isinstance(auth, dict) else None
+        kept = WebsocketSession.get_by_id(session_id) if isinstance(session_id, str) else None
+        accepted = await connect(sid, environ, auth)
+        if kept is not None and WebsocketSession.get(sid) is kept:
+            await _TAB_BACK_CALL[0](kept)
+        return accepted
+
+    setattr(connect_then_restore, _TAB_BACK, True)
+    connect_then_restore.__wrapped__ = connect  # type: ignore[attr-defined]
+    handlers["connect"] = connect_then_restore
+
+
+async def _nothing_to_restore(session: Any) -> None:
+    return None
+
+
+_TAB_BACK_CALL: list[TabBack] = [_nothing_to_restore]
 
 
 # ----- which login Chainlit offers ------------------------------------------------------------------------------

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 from collections import Counter, deque
 from collections.abc import AsyncIterator, Awaitable, Callable
 from itertools import chain, zip_longest
@@ -33,7 +34,9 @@ class FairGate:
         self.active = 0
         self._turns: dict[Optional[str], deque[asyncio.Future]] = {}  # each owner's waiters, in order
         self._owner_of: dict[asyncio.Future, Optional[str]] = {}
-        self._callbacks: dict[asyncio.Future, Optional[PositionCallback]] = {}
+        # Each waiter's position callback, with the context it waits in: a position is told in a task of its own,
+        # started by whoever moved the queue (another user's answer ending), and must run as the waiter's.
+        self._callbacks: dict[asyncio.Future, tuple[PositionCallback, contextvars.Context]] = {}
         # When each owner holding or waiting for a slot was last given one: the owner served longest ago goes next
         # (one who has never been served first), so the owner holding the slot now waits for everyone else's turn.
         self._served_at: dict[Optional[str], int] = {}
@@ -78,7 +81,8 @@ class FairGate:
         waiter = asyncio.get_running_loop().create_future()
         self._turns.setdefault(owner, deque()).append(waiter)
         self._owner_of[waiter] = owner
-        self._callbacks[waiter] = on_position
+        if on_position is not None:
+            self._callbacks[waiter] = (on_position, contextvars.copy_context())
         self._hand_out_free_slots()  # a slot may be free for this owner while the owners waiting are at their share
         try:
             # Telling the position is inside: a Stop (or a failed send) while the page is told leaves the queue
@@ -156,6 +160,9 @@ class FairGate:
 
     def _notify_positions(self) -> None:
         for position, waiter in enumerate(self._order(), start=1):
-            callback = self._callbacks.get(waiter)
-            if callback:
-                asyncio.ensure_future(callback(position))
+            told = self._callbacks.get(waiter)
+            if told is not None:
+                callback, waits_in = told
+                # Run in the caller's context, the position went to the chat of whoever moved the queue: another
+                # user's page and chat context got this one's "Queued" line (and its write was refused as theirs).
+                waits_in.run(asyncio.ensure_future, callback(position))

@@ -10,6 +10,7 @@ the app through ``current_runtime()``. Who does what:
   app/ui/documents_step.py: attached files read and fitted;
   app/ui/streamed_answer.py: one answer streamed into the chat, and what the chat keeps of it however it ends.
 - app/ui/running_answers.py: this chat's answers as tasks (the per-chat limit; Stop reaches each one).
+- app/ui/closed_tabs.py: a closed tab's chat out of memory, read back from the database if the tab comes back.
 - app/ui/settings_panel.py, app/ui/answer_actions.py, app/ui/chat_messages.py (notices, message kinds, the turns
   shown), app/ui/session_keys.py (what the chat keeps in Chainlit's user session), app/ui/background.py (every task
   started here, kept until it ends).
@@ -24,12 +25,14 @@ from typing import TYPE_CHECKING, Any, Optional, cast
 import chainlit as cl
 
 from app.chainlit_internals import (
+    answer_tasks,
     delete_session_files,
     follow_login_mode,
     forget_chat_contexts_of_closed_sessions,
     keep_turns_on_edit,
     leave_refused_chat,
     remove_chainlits_stop_message,
+    when_a_tab_comes_back,
 )
 from app.documents.attach import configure_uploads, relink_resumed_files
 from app.heap import give_back_free_memory
@@ -51,6 +54,7 @@ from app.ui.background import spawn
 from app.ui.chat_address import tell_page_the_chat_address
 from app.ui.chat_history import install_history, store_before_answer
 from app.ui.chat_messages import language, notice
+from app.ui.closed_tabs import free_when_answers_end, read_back_when_back, resumed_again
 from app.ui.documents_step import attach_documents, files_to_read
 from app.ui.fork_chat import fork_from
 from app.ui.preset_commands import offer_presets, run_preset_command
@@ -102,6 +106,8 @@ def install() -> None:
     cl.action_callback(FORK)(fork_from)
     keep_turns_on_edit(keep_branch_on_edit)  # an edit keeps the turns it replaces as a branch of the question
     cl.on_stop(on_stop)
+    # A closed tab's chat leaves memory (on_chat_end); back within Chainlit's window, it is read back first.
+    when_a_tab_comes_back(lambda session: read_back_when_back(current_runtime().history, session))
 
 
 async def check_login(username: str, password: str) -> Optional[cl.User]:
@@ -135,6 +141,7 @@ async def on_chat_resume(resumed: ThreadDict) -> None:
     relink_resumed_files(thread, rt.settings.server.root_path)
     await show_arrows_on_resume(thread, language())
     await show_status_in_resumed_chat(rt, language(), thread)
+    resumed_again(cl.context.session, thread)  # last: a tab back after a blip held its messages twice
 
 
 async def on_chat_end() -> None:
@@ -146,6 +153,11 @@ async def on_chat_end() -> None:
     rt = current_runtime()
     if rt.uploads is not None:  # its uploads go now, not when Chainlit drops the session 10 min later (N7)
         delete_session_files(rt.uploads.session_ended(cl.context.session.id))
+    session = cl.context.session
+    if rt.history is not None and session.has_first_interaction and not rt.stopping:
+        # Its messages (documents' text among them) are in the database: they leave memory once its answers end,
+        # not when Chainlit drops the session 10 min later (app/ui/closed_tabs.py).
+        free_when_answers_end(rt.history, session, answer_tasks())
 
 
 async def on_settings_update(settings: dict[str, Any]) -> None:

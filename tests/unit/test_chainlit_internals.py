@@ -296,3 +296,84 @@ def test_an_edit_is_kept_before_chainlits_edit_handler_removes_the_later_message
     asyncio.run(wrapped("s", {"message": "not a message"}))
     assert kept == [("q", ["a"], "new"), ("q", ["a"], "refused")]
     assert edited == ["new"]
+
+
+def _kept_session(thread_id="chat"):
+    from chainlit.session import WebsocketSession
+
+    return WebsocketSession(id=f"tab-{thread_id}", socket_id="old-socket", emit=lambda *a: None,
+                            emit_call=lambda *a: None, client_type="webapp", user_env={}, user=None, token=None,
+                            thread_id=thread_id)
+
+
+def test_a_tab_back_to_its_kept_session_is_told_before_its_socket_is_accepted(monkeypatch):
+    """Chainlit's connect gives a kept session the new socket (``restore_existing_session``, before it would make a
+    new session); the wrapper awaits ``back(session)`` for that one only, and wraps Chainlit's handler once however
+    it nests with the refused-chat wrapper."""
+    import asyncio
+    import inspect
+
+    import chainlit.socket
+    from chainlit.server import sio
+    from chainlit.session import WebsocketSession
+
+    source = inspect.getsource(chainlit.socket.connect)
+    assert source.index("restore_existing_session(") < source.index("WebsocketSession(")
+    assert "session.restore(new_socket_id=sid)" in inspect.getsource(chainlit.socket.restore_existing_session)
+    kept = _kept_session()
+    told = []
+
+    async def connect(sid, environ, auth):  # Chainlit's, as far as a kept session goes
+        session = WebsocketSession.get_by_id(auth["sessionId"])
+        if session is not None:
+            session.restore(new_socket_id=sid)
+        return True
+
+    async def back(session):
+        told.append(session)
+
+    monkeypatch.setattr(sio, "handlers", {"/": {**sio.handlers["/"], "connect": connect}})
+    try:
+        chainlit_internals.when_a_tab_comes_back(back)
+        chainlit_internals.open_refused_chats_as_new()
+        chainlit_internals.when_a_tab_comes_back(back)  # an app made again: each wrapper once, nested as they are
+        chainlit_internals.open_refused_chats_as_new()
+        wrapped = sio.handlers["/"]["connect"]
+        assert wrapped.__wrapped__.__wrapped__ is connect
+        assert asyncio.run(wrapped("new-socket", {}, {"sessionId": "a-new-tab"})) is True
+        assert told == []
+        assert asyncio.run(wrapped("new-socket", {}, {"sessionId": kept.id})) is True
+        assert told == [kept] and WebsocketSession.get("new-socket") is kept
+    finally:
+        asyncio.run(kept.delete())
+        chainlit_internals.when_a_tab_comes_back(chainlit_internals._nothing_to_restore)
+
+
+def test_a_resumed_chats_messages_make_room_for_those_chainlit_adds_after_on_chat_resume():
+    """Chainlit adds each stored message of a resumed chat once on_chat_resume returns, nothing awaited between: the
+    messages already held under those ids go first, so none is held twice."""
+    import asyncio
+    import inspect
+
+    import chainlit.socket
+    from chainlit.context import init_ws_context
+
+    source = inspect.getsource(chainlit.socket.connection_successful)
+    after_hook = source.split("await config.code.on_chat_resume(thread)", 1)[1]
+    assert after_hook.lstrip().startswith('for step in thread.get("steps", []):')
+    assert "chat_context.add(Message.from_dict(step))" in after_hook.split("await", 1)[0]
+    session = _kept_session("resumed")
+    steps = [{"id": f"m{n}", "type": kind, "output": f"text {n}", "createdAt": "2026-12-06T10:00:00.000Z"}
+             for n, kind in enumerate(("user_message", "assistant_message", "user_message"))]
+
+    async def body():
+        chainlit_internals.hold_messages(session, chainlit_internals.messages_from_steps(session, steps))
+        init_ws_context(session)
+        chainlit_internals.make_room_for_resumed_messages({"steps": steps[:2] + [{"id": "run", "type": "run"}]})
+        return [m.id for m in chainlit_internals.held_messages(session)]
+
+    try:
+        assert asyncio.run(body()) == ["m2"]  # the one not in the resumed chat stays
+    finally:
+        chainlit_internals.drop_held_messages(session)
+        asyncio.run(session.delete())

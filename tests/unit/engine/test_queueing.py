@@ -200,3 +200,43 @@ def test_a_stop_while_the_page_is_told_its_place_leaves_no_slot_behind():
     gate, results = asyncio.run(scenario())
     assert isinstance(results[0], asyncio.CancelledError) and isinstance(results[1], ConnectionError)
     assert gate.active == 0 and gate.queued == 0 and not gate._holding
+
+
+def test_a_waiter_is_told_its_place_in_its_own_context_whoever_moved_the_queue():
+    """A later position is told in a task of its own, started by whoever moved the queue (another user's answer
+    ending). It ran in that user's context, and Chainlit's context is a context variable: the waiter's "Queued" line
+    was updated in the other user's page and chat (the load run: 236 such writes refused in 10 minutes)."""
+    import contextvars
+
+    whose = contextvars.ContextVar("whose", default="nobody")
+
+    async def scenario():
+        gate = FairGate(1)
+        told: list[tuple[int, str]] = []
+        release = asyncio.Event()
+
+        async def tell(position):
+            told.append((position, whose.get()))
+
+        async def alice():
+            whose.set("alice")
+            async with gate.slot(owner="alice"):
+                await release.wait()
+
+        async def waiter(name):
+            whose.set(name)
+            async with gate.slot(tell, owner=name):
+                pass
+
+        holding = asyncio.create_task(alice())
+        await asyncio.sleep(0)
+        first, second = asyncio.create_task(waiter("bob")), asyncio.create_task(waiter("carol"))
+        await asyncio.sleep(0.01)
+        first.cancel()  # bob leaves the queue: carol is told her new place, in a task bob's leaving starts
+        await asyncio.sleep(0.01)
+        release.set()
+        await asyncio.gather(holding, second, first, return_exceptions=True)
+        return told
+
+    told = asyncio.run(scenario())
+    assert told == [(1, "bob"), (2, "carol"), (1, "carol")]
