@@ -17,7 +17,7 @@ import httpx
 import pytest
 
 from tests.support.app_process import running_app
-from tests.support.chat_socket import finished_answer, socket_connect, upload
+from tests.support.chat_socket import answer_within, socket_connect, upload
 
 pytestmark = pytest.mark.timeout(600)
 # A report that fits the tiny model's context whole, twice over: the next prompt holds all of it or shows it missing,
@@ -43,13 +43,7 @@ async def ask(app, client: httpx.Client, sio, session_id: str, events: list, tex
     await sio.emit("client_message", {"message": {
         "id": str(uuid.uuid4()), "threadId": "", "type": "user_message", "name": "local", "output": text,
         "createdAt": time.strftime("%Y-%m-%dT%H:%M:%S.000Z", time.gmtime())}, "fileReferences": references})
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        answer = finished_answer(events)
-        if answer is not None:
-            return answer
-        await asyncio.sleep(0.1)
-    raise AssertionError(f"no answer; events: {[e for e, _ in events][-10:]}")
+    return await answer_within(events, 120)
 
 
 async def until(done, within_s: float = 30) -> None:

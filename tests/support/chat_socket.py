@@ -43,6 +43,17 @@ def finished_answer(events: list) -> str | None:
     return None
 
 
+async def answer_within(events: list, within_s: float, poll_s: float = 0.1) -> str:
+    """The finished answer among a socket's ``events`` once it has come; the test fails without it by ``within_s``."""
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        answer = finished_answer(events)
+        if answer is not None:
+            return answer
+        await asyncio.sleep(poll_s)
+    raise AssertionError(f"no answer; events: {[e for e, _ in events][-10:]}")
+
+
 async def answer_over_socket(app, client: httpx.Client, thread_id: str, text: str, events: list,
                              also: Callable[[list], bool] = lambda events: True) -> tuple[float, str]:
     """Send one message as the page does; seconds until its answer is finished, and the answer. ``also``: what
@@ -96,12 +107,6 @@ async def send_and_wait(app, client: httpx.Client, thread_id: str, message: dict
             "id": str(uuid.uuid4()), "threadId": thread_id, "type": "user_message", "name": "alice",
             "output": "what is in the file?", "createdAt": time.strftime("%Y-%m-%dT%H:%M:%S.000Z", time.gmtime()),
             "metadata": {"location": app.url}, **message}, "fileReferences": references})
-        deadline = time.monotonic() + wait_s
-        while time.monotonic() < deadline:
-            answer = finished_answer(events)
-            if answer is not None:
-                return answer
-            await asyncio.sleep(0.2)
-        raise AssertionError(f"no answer; events: {[e for e, _ in events][-10:]}")
+        return await answer_within(events, wait_s)
     finally:
         await sio.disconnect()
