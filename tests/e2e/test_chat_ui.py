@@ -34,9 +34,11 @@ def test_starter_question_streams_in(page_for, served_app, shots_dir):
     starter.click()
     page.get_by_text(QUANTUM).first.wait_for(timeout=10000)  # the starter sent the tutorial's question
     prompt, tokens, ttft, tps = wait_stats(page, 1)
-    # Streamed: the page showed the answer growing in several steps, not all at once.
+    # Streamed: the page showed the answer growing before it ended, not all at once. How many ~50 ms batches
+    # the page gets depends on how busy the machine is (CI's 2 cores once gave [7, 280, 355, 366]), so the
+    # check is two partial answers before the whole one, which only a stream shows.
     growth = sorted(set(page.evaluate("window.__lens")))
-    assert len(growth) >= 5, f"answer did not stream: lengths seen {growth}"
+    assert len(growth) >= 3, f"answer did not stream: lengths seen {growth}"
     assert int(tokens) > 0 and float(tps) > 0
     page.screenshot(path=str(shots_dir / "en-answer.png"))
 
