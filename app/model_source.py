@@ -22,6 +22,7 @@ from app.errors import ModelNotFoundError, one_line
 from app.i18n import Phrase
 from app.planning.engine_plan import ModelShape
 from app.settings import ModelSettings
+from app.token_count import without_word_cache
 
 # Only what vLLM needs to serve the model; skips the PaddlePaddle weights the hub repo also carries.
 ALLOW_PATTERNS = ["*.json", "*.safetensors", "*.model", "*.jinja", "*.txt", "tokenizer*"]
@@ -266,7 +267,7 @@ class ModelFiles:
                 # and the engine's build is asked for without waiting for these imports (4.4 s on an H200).
                 from transformers import AutoTokenizer
 
-                loading.set_result(AutoTokenizer.from_pretrained(path))
+                loading.set_result(without_word_cache(AutoTokenizer.from_pretrained(path)))
             except BaseException as err:  # handed to wait_loaded, which raises it on the start's path
                 loading.set_exception(err)
 

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from app.documents.prompt import fit_documents
-from app.token_count import count_with
+from app.token_count import count_with, without_word_cache
 
 # The reader process counts in batches of at most this many characters: a 2-million-character document's tokens
 # (about 100 bytes each in the tokenizers library) counted at once would take most of its memory cap.
@@ -19,7 +19,7 @@ def fit_with_tokenizer_file(documents: list[dict[str, Any]], question: str, room
     """In the reader process: ``fit_documents`` with the app's tokenizer loaded from ``tokenizer_file``."""
     from tokenizers import Tokenizer
 
-    backend = Tokenizer.from_file(str(tokenizer_file))
+    backend = without_word_cache(Tokenizer.from_file(str(tokenizer_file)))
     return [dataclasses.asdict(fit) for fit in fit_documents(documents, question, room,
                                                               lambda texts: _count_in_batches(backend, texts))]
 

@@ -12,11 +12,15 @@ with ``t``, seconds since ERNIE_CHAT_HEAP_WATCH_T0 (the launch, one clock for al
   collector tracks; both grow when Python objects are kept (a leak in Python code);
 - malloc_in_use / malloc_free / malloc_arena: glibc's ``mallinfo2`` (all arenas; glibc >= 2.33, else left out),
   to tell memory in use from freed memory the allocator keeps (Python's own object arenas are mmap'd, not here);
+- sqlite_in_use, threads (the app only): SQLite's own allocations (its page caches; ``sqlite3_memory_used``), and
+  the process's threads (each may hold a malloc arena);
 - sessions / chat_contexts (the app only): Chainlit's live sessions and the chats' message lists it holds.
 
-Nothing here is imported by the app itself; tracemalloc is not used (tracing every allocation made the app too
-slow to answer within a minute of starting). ``gc.get_objects()`` lists ~1 million objects under the GIL once a
-sample (tens of milliseconds): acceptable once a minute, for a benchmark.
+Nothing here is imported by the app itself. With ERNIE_CHAT_HEAP_TRACE=N the app also traces its allocations
+(tracemalloc, N frames each, from the first sample) and rewrites ``app-<pid>-growth.txt`` each sample with the places
+that grew most: for a short run only (tracing every allocation slowed the app's first answers past a minute).
+``gc.get_objects()`` lists ~1 million objects under the GIL once a sample (tens of milliseconds): acceptable once a
+minute, for a benchmark.
 """
 import json
 import os
@@ -38,6 +42,15 @@ def _sample(mallinfo) -> dict:
     if mallinfo is not None:
         info = mallinfo()
         row.update(malloc_in_use=info.uordblks + info.hblkhd, malloc_free=info.fordblks, malloc_arena=info.arena)
+    if _IS_APP and "_sqlite3" in sys.modules:  # SQLite's own allocations (page caches), not Python's
+        import ctypes
+
+        used = ctypes.CDLL("libsqlite3.so.0").sqlite3_memory_used
+        used.restype = ctypes.c_int64
+        row["sqlite_in_use"] = used()
+    if _IS_APP:
+        with open("/proc/self/status") as status:
+            row["threads"] = int(next(line for line in status if line.startswith("Threads:")).split()[1])
     if _IS_APP and "chainlit.session" in sys.modules:
         from chainlit.chat_context import chat_contexts
         from chainlit.session import ws_sessions_id
@@ -68,10 +81,34 @@ def _watch(folder: str, every: float, t0: float) -> None:
     # vLLM names its processes after they start (VLLM::EngineCore): read the name at the first sample
     with open("/proc/self/comm") as comm:
         role = "app" if _IS_APP else comm.read().strip().replace("/", "_").replace(":", "_")
+    trace_frames = int(os.environ.get("ERNIE_CHAT_HEAP_TRACE", "0")) if _IS_APP else 0
+    first = None
+    if trace_frames:
+        import tracemalloc
+
+        tracemalloc.start(trace_frames)
+        first = tracemalloc.take_snapshot()
     with open(os.path.join(folder, f"{role}-{os.getpid()}.jsonl"), "a", buffering=1) as out:
         while True:
             out.write(json.dumps({"t": round(time.time() - t0), **_sample(mallinfo)}) + "\n")
+            if first is not None:
+                _write_growth(os.path.join(folder, f"{role}-{os.getpid()}-growth.txt"), first, round(time.time() - t0))
             time.sleep(every)
+
+
+def _write_growth(path: str, first, t: int) -> None:
+    """Where the memory Python allocated since the first sample was allocated (tracemalloc, the top 25 places by
+    size); C libraries' own malloc calls are not traced, so a growth seen in malloc_in_use and not here is theirs."""
+    import tracemalloc
+
+    now = tracemalloc.take_snapshot()
+    traced, _ = tracemalloc.get_traced_memory()
+    lines = [f"t {t} s, traced now {traced / 2**20:.1f} MiB"]
+    for stat in now.compare_to(first, "traceback")[:25]:
+        lines.append(f"\n{stat.size_diff / 2**20:+.2f} MiB in {stat.count_diff:+d} blocks")
+        lines += [f"    {frame.filename}:{frame.lineno}" for frame in stat.traceback]
+    with open(path, "w") as out:
+        out.write("\n".join(lines) + "\n")
 
 
 if _FOLDER and (_IS_APP or _IS_ENGINE):
