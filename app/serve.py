@@ -30,9 +30,9 @@ log = logging.getLogger("ernie_chat")
 
 def serve(settings: AppSettings, plan: EnginePlan, launched_at: float) -> int:
     """Serve until SIGINT/SIGTERM; uvicorn then runs our lifespan's shutdown, which stops the engine."""
-    from app.heap import limit_arenas
+    from app.heap import tune_malloc
 
-    limit_arenas()  # before any thread (the server's, the engine client's) takes an arena of its own
+    tune_malloc()  # before any thread (the server's, the engine client's) takes an arena of its own
     # Chainlit reads .chainlit/ and chainlit.md from CHAINLIT_APP_ROOT at import: point it at the project.
     os.environ.setdefault("CHAINLIT_APP_ROOT", str(PROJECT_ROOT))
     # Chainlit signs its logins with this; a fresh one per start ends every login on restart (the local user's

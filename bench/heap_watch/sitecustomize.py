@@ -19,6 +19,7 @@ with ``t``, seconds since ERNIE_CHAT_HEAP_WATCH_T0 (the launch, one clock for al
 Nothing here is imported by the app itself. With ERNIE_CHAT_HEAP_TRACE=N the app also traces its allocations
 (tracemalloc, N frames each, from the first sample) and rewrites ``app-<pid>-growth.txt`` each sample with the places
 that grew most: for a short run only (tracing every allocation slowed the app's first answers past a minute).
+With ERNIE_CHAT_HEAP_CENSUS=1 it rewrites ``app-<pid>-census.txt`` with the object types that grew most.
 ``gc.get_objects()`` lists ~1 million objects under the GIL once a sample (tens of milliseconds): acceptable once a
 minute, for a benchmark.
 """
@@ -82,6 +83,7 @@ def _watch(folder: str, every: float, t0: float) -> None:
     with open("/proc/self/comm") as comm:
         role = "app" if _IS_APP else comm.read().strip().replace("/", "_").replace(":", "_")
     trace_frames = int(os.environ.get("ERNIE_CHAT_HEAP_TRACE", "0")) if _IS_APP else 0
+    census = _census() if _IS_APP and os.environ.get("ERNIE_CHAT_HEAP_CENSUS") else None
     first = None
     if trace_frames:
         import tracemalloc
@@ -91,9 +93,31 @@ def _watch(folder: str, every: float, t0: float) -> None:
     with open(os.path.join(folder, f"{role}-{os.getpid()}.jsonl"), "a", buffering=1) as out:
         while True:
             out.write(json.dumps({"t": round(time.time() - t0), **_sample(mallinfo)}) + "\n")
+            if census is not None:
+                _write_census(os.path.join(folder, f"{role}-{os.getpid()}-census.txt"), census, round(time.time() - t0))
             if first is not None:
                 _write_growth(os.path.join(folder, f"{role}-{os.getpid()}-growth.txt"), first, round(time.time() - t0))
             time.sleep(every)
+
+
+def _census() -> dict:
+    """How many objects the collector tracks, per type (module.qualname)."""
+    import collections
+    import gc
+
+    counts = collections.Counter(f"{type(o).__module__}.{type(o).__qualname__}" for o in gc.get_objects())
+    counts.update({f"module {name}": 1 for name in list(sys.modules)})  # what was imported since
+    return counts
+
+
+def _write_census(path: str, first: dict, t: int) -> None:
+    """The 40 types whose tracked objects grew most since the first sample."""
+    now = _census()
+    grown = sorted(((now[key] - first.get(key, 0), key) for key in now), reverse=True)[:40]
+    new_modules = sorted(key for key in now if key.startswith("module ") and key not in first)
+    with open(path, "w") as out:
+        out.write(f"t {t} s\n" + "".join(f"{count:+8d} {key}\n" for count, key in grown)
+                  + f"{len(new_modules)} modules imported since the first sample:\n" + "\n".join(new_modules) + "\n")
 
 
 def _write_growth(path: str, first, t: int) -> None:
