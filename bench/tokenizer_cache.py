@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import ctypes
 import json
+import os
 import random
 import shutil
 import statistics
@@ -109,7 +110,7 @@ def main() -> int:
     for round_ in range(args.rounds):
         for name in (LOADERS if round_ % 2 == 0 else reversed(list(LOADERS))):
             rows[name].append(measured_in_a_fresh_process(folder, LOADERS[name], args.messages))
-    cores = len(__import__("os").sched_getaffinity(0))
+    cores = len(os.sched_getaffinity(0))
     print(f"\n{args.messages:,} messages of ~250 characters, 10 a call; a {DOCUMENT_CHARS:,}-character document; "
           f"{cores} cores; {args.rounds} rounds, medians (all runs)")
     print("| tokenizer | heap growth, messages (MiB) | messages (s) | document (s) |\n|---|---|---|---|")

@@ -49,7 +49,7 @@ async def ask(app, client: httpx.Client, sio, session_id: str, events: list, tex
 async def until(done, within_s: float = 30) -> None:
     deadline = time.monotonic() + within_s
     while not done():
-        assert time.monotonic() < deadline, "not within {within_s} s"
+        assert time.monotonic() < deadline, f"not within {within_s} s"
         await asyncio.sleep(0.1)
 
 
