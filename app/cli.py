@@ -71,7 +71,7 @@ def _add_field(group: argparse._ArgumentGroup, name: str, info: FieldInfo) -> No
 def build_parser() -> argparse.ArgumentParser:
     parser = OneLineParser(
         prog="python launch.py",
-        description="Chat with ERNIE-4.5-0.3B-PT in your browser; vLLM runs inside this process. "
+        description="Chat with ERNIE-4.5-0.3B-PT in your browser; vLLM runs in an engine process the app starts. "
         f"Every flag also reads from {ENV_PREFIX}<NAME> and .env.")
     parser.add_argument("action", nargs="?", choices=["serve", "check", "export", "import", "users", "chats"],
                         default="serve",

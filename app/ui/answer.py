@@ -29,10 +29,11 @@ from app.history.messages import FINISH, KIND, KIND_ANSWER, LENGTH, MAX_VERSIONS
 from app.i18n import t
 from app.runtime import Runtime
 from app.settings import ANSWERS, Bound
+from app.ui.answer_actions import answer_acted_on, take_off_answer_actions
 from app.ui.answers_command import answers_asked
 from app.ui.chat_messages import answer_text, language, notice, shown_turns
 from app.ui.documents_step import documents_for_prompt
-from app.ui.session_keys import ANSWER_ACTIONS, CHAT_SETTINGS
+from app.ui.session_keys import CHAT_SETTINGS
 from app.ui.settings_panel import answer_cap
 from app.ui.several_answers import SeveralAnswers
 from app.ui.status_panel import engine_state_text
@@ -59,6 +60,10 @@ async def answer(rt: Runtime, message: cl.Message, continuing: Optional[cl.Messa
     ``regenerating``, write a new version of that answer to it into its message."""
     page_language = language()
     rt.metrics.messages.inc()
+    if continuing is None and regenerating is None:
+        # A new question: the previous answer is no longer the newest, and its buttons leave at once, not when
+        # this answer ends (a stopped or failed one may never give them a new place).
+        await take_off_answer_actions()
     question = await _checked_question(rt, message, continuing, page_language)
     if question is None:
         return
@@ -191,38 +196,40 @@ async def _say_what_was_fitted(rt: Runtime, fitted: FittedPrompt, documents_drop
 async def regenerate(rt: Runtime, action: cl.Action) -> None:
     """Answer the last question again, into the same message: the old answer is kept as a version of it (up to
     MAX_VERSIONS), the notices after the question leave the chat, and the prompt is the chat above the question.
-    A message that is not an answer (a notice) leaves the chat and a new answer is written."""
-    shown = cl.chat_context.get()
-    index = next((i for i, m in enumerate(shown) if m.id == action.forId), None)
-    if index is None:
+    Only the newest answer is regenerated (answer_acted_on): anything else gets a line and changes nothing."""
+    reply = await _answer_acted_on(action)
+    if reply is None:
         return
-    question = next((m for m in reversed(shown[:index]) if m.type == "user_message"), None)
+    shown = cl.chat_context.get()
+    question = next((m for m in reversed(shown[:shown.index(reply)]) if m.type == "user_message"), None)
     if question is None:
         return
-    reply: Optional[cl.Message] = shown[index]
-    metadata = shown[index].metadata or {}
-    if metadata.get(KIND) != KIND_ANSWER:
-        reply = None
-    elif metadata.get(PARTIAL):  # still being written: its buttons are off the page, this came from elsewhere
+    if (reply.metadata or {}).get(PARTIAL):  # still being written: its buttons are off the page
         return
-    elif len(versions_of(shown[index].content, metadata)) >= MAX_VERSIONS:
+    if len(versions_of(reply.content, reply.metadata)) >= MAX_VERSIONS:
         await notice(t(language(), "versions_full", limit=MAX_VERSIONS))  # nothing is lost, nothing is written
         return
     for later in shown[shown.index(question) + 1:]:
-        if later is not reply:
+        if later is not reply and (later.metadata or {}).get(KIND) != KIND_ANSWER:  # notices only: never an answer
             await later.remove()
-    if reply is None:
-        ANSWER_ACTIONS.set([])
     await answer(rt, question, regenerating=reply)
+
+
+async def _answer_acted_on(action: cl.Action) -> Optional[cl.Message]:
+    """The newest answer the button names; None, with a line saying why, for any other (a stale or forged button)."""
+    reply = answer_acted_on(action.forId)
+    if reply is None:
+        await notice(t(language(), "not_newest"))
+    return reply
 
 
 async def continue_answer(rt: Runtime, action: cl.Action) -> None:
     """Write on where the answer stopped at its length limit: into the same message, from a prompt that ends with
     the answer so far (no new turn), so the model takes it up mid-sentence or mid-code."""
-    shown = cl.chat_context.get()
-    reply = next((m for m in shown if m.id == action.forId), None)
+    reply = await _answer_acted_on(action)
     if reply is None or (reply.metadata or {}).get(FINISH) != LENGTH:
         return
+    shown = cl.chat_context.get()
     question = next((m for m in reversed(shown[:shown.index(reply)]) if m.type == "user_message"), None)
     if question is None:
         return

@@ -10,7 +10,8 @@ from typing import Any, Optional
 
 import chainlit as cl
 
-from app.history.messages import FINISH, KIND, KIND_ANSWER, LENGTH, shown_index, stored_versions
+from app.chainlit_internals import answer_tasks
+from app.history.messages import FINISH, KIND, KIND_ANSWER, LENGTH, USER_MESSAGE, shown_index, stored_versions
 from app.i18n import t
 from app.ui.session_keys import ANSWER_ACTIONS
 
@@ -59,6 +60,26 @@ async def _take_off(action: cl.Action) -> None:
         await action.remove()
     except Exception:  # that answer was removed with an edit
         log.debug("old answer action already gone", exc_info=True)
+
+
+def newest_answer(shown: list[cl.Message]) -> Optional[cl.Message]:
+    """This chat's newest answer, when no question was asked after it (notices after it may be)."""
+    for message in reversed(shown):
+        if message.type == USER_MESSAGE:
+            return None
+        if (message.metadata or {}).get(KIND) == KIND_ANSWER:
+            return message
+    return None
+
+
+def answer_acted_on(for_id: Optional[str]) -> Optional[cl.Message]:
+    """The answer a Regenerate, Continue or version button acts on: this chat's newest answer, when the button names
+    it and no other answer of this chat is being written. None for any other: an older answer has later turns built
+    on it, which Regenerate would take out of the chat (a stale button under the previous answer, pressed after a
+    stop or while the next answer streamed, did), and what the page sends may be forged."""
+    reply = newest_answer(cl.chat_context.get())
+    others = answer_tasks() - {asyncio.current_task()}
+    return reply if reply is not None and reply.id == for_id and not others else None
 
 
 def fork_action(answer_id: str, language: str) -> cl.Action:

@@ -13,23 +13,12 @@ from typing import Any, Optional
 
 import chainlit as cl
 
-from app.chainlit_internals import answer_tasks
-from app.history.messages import KIND, KIND_ANSWER, PARTIAL, USER_MESSAGE, showing, shown_index, stored_versions
+from app.history.messages import KIND, KIND_ANSWER, PARTIAL, showing, shown_index, stored_versions
 from app.history.search_hits import version_holding, words_missing
-from app.ui.answer_actions import renew_actions
+from app.ui.answer_actions import answer_acted_on, renew_actions
 from app.ui.chat_messages import language
 
 log = logging.getLogger("ernie_chat.chat")
-
-
-def newest_answer(shown: list[cl.Message]) -> Optional[cl.Message]:
-    """This chat's newest answer, when no question was asked after it (notices after it may be)."""
-    for message in reversed(shown):
-        if message.type == USER_MESSAGE:
-            return None
-        if (message.metadata or {}).get(KIND) == KIND_ANSWER:
-            return message
-    return None
 
 
 def asked_index(payload: Any, count: int) -> Optional[int]:
@@ -42,8 +31,8 @@ def asked_index(payload: Any, count: int) -> Optional[int]:
 
 async def show_version(action: cl.Action) -> None:
     """An arrow under the newest answer: show the version it names, and save which one is shown."""
-    reply = newest_answer(cl.chat_context.get())
-    if reply is None or reply.id != action.forId or answer_tasks():
+    reply = answer_acted_on(action.forId)
+    if reply is None:
         log.info("version flip ignored: not this chat's newest answer, or an answer is being written")
         return
     metadata: dict[str, Any] = dict(reply.metadata or {})

@@ -33,8 +33,8 @@ from app.history.search_hits import branch_to_open, words_missing
 from app.i18n import t
 from app.runtime import current_runtime
 from app.ui.answer import refused_as_too_long
-from app.ui.answer_actions import offer_actions, offer_fork, take_off_answer_actions
-from app.ui.answer_versions import asked_index, newest_answer
+from app.ui.answer_actions import newest_answer, offer_actions, offer_fork, take_off_answer_actions
+from app.ui.answer_versions import asked_index
 from app.ui.chat_messages import language, notice, toast
 
 log = logging.getLogger("ernie_chat.chat")

@@ -288,13 +288,16 @@ class StreamedAnswer:
 
     async def _keep_so_far(self) -> None:
         """Stopped or cut off: the answer so far stays in the chat (and in the next prompt); a stopped one says so
-        under it (the footer is never part of a prompt)."""
+        under it (the footer is never part of a prompt). It is the newest answer now, with its buttons (Regenerate),
+        unless the app's own stop cut it (the page is going; a resumed chat offers them: mark_interrupted)."""
         if self.outcome == STOPPED:
             self.reply.content, footer = with_footer(self.text, "\n\n" + stopped_line(self.language))
             self.reply.metadata = self._kept({KIND: KIND_ANSWER, FOOTER: footer})
             _STOP_MARKED.set(True)
         elif self.outcome != CUT:  # a cut answer stays marked partial (_keep_cut)
             self.reply.metadata = self._kept({KIND: KIND_ANSWER})
+        if self.outcome != CUT and self.offers_actions:
+            await offer_actions(self.reply, self.language)
         await self.reply.update()
 
     async def _put_back(self) -> None:

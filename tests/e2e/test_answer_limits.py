@@ -18,7 +18,15 @@ import pytest
 from app.i18n import t
 from tests.support.app_process import running_app
 from tests.support.metrics import prompt_tokens, running_requests
-from tests.support.page import STATS_EN, open_sidebar, send, set_max_answer_tokens, wait_chat_opened, wait_stats
+from tests.support.page import (
+    STATS_EN,
+    message_id,
+    open_sidebar,
+    send,
+    set_max_answer_tokens,
+    wait_chat_opened,
+    wait_stats,
+)
 
 pytestmark = pytest.mark.timeout(600)
 LIMIT = 64  # the answer budget (issue 35's Settings -> max answer tokens 64): every answer here reaches it
@@ -193,12 +201,12 @@ def test_a_reopened_chats_last_answer_can_be_regenerated(open_page, limits_app):
     regenerate = page.get_by_role("button", name="Regenerate")
     regenerate.wait_for(timeout=30000)
     assert page.get_by_role("button", name="Continue").count() == 0
-    old_answer = answers(page).first.get_attribute("id")
+    old_answer = message_id(answers(page).first)
     before = prompt_tokens(limits_app)
     regenerate.click()
     # Written anew into the same message, the old answer kept as its first version (issue #32 item 1).
     page.get_by_role("button", name="Version 2/2", exact=True).wait_for(timeout=120000)
-    assert answers(page).first.get_attribute("id") == old_answer
+    assert message_id(answers(page).first) == old_answer
     again, _, _, _ = wait_stats(page, 1, timeout=120)
     # The same question answered again from the reopened chat: the same prompt, as the engine counted it.
     assert again == prompt and wait_engine_prompts(limits_app, before, int(prompt)) == int(prompt)

@@ -11,7 +11,7 @@ from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 from tests.support.app_process import get
 from tests.support.chat_socket import socket_connect
 from tests.support.metrics import generated_tokens, metric_value, running_requests
-from tests.support.page import STATS_EN, send, set_max_answer_tokens, wait_stats
+from tests.support.page import STATS_EN, message_id, message_with_id, send, set_max_answer_tokens, wait_stats
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -65,12 +65,12 @@ def test_regenerate_writes_the_last_answer_anew_in_the_chat_and_the_prompt(page_
     before = engine_prompt_tokens(served_app)
     regenerate = page.get_by_role("button", name="Regenerate")
     assert regenerate.count() == 1  # only the newest answer offers it
-    old_answer = page.locator('[data-step-type="assistant_message"]').last.get_attribute("id")
+    old_answer = message_id(page.locator('[data-step-type="assistant_message"]').last)
     regenerate.click()
     # The new answer is written into the same message, the old one kept as its first version (issue #32 item 1):
     # the place between its arrows comes when the new answer has ended.
     page.get_by_role("button", name="Version 2/2", exact=True).wait_for(timeout=60000)
-    assert page.locator('[data-step-type="assistant_message"]').last.get_attribute("id") == old_answer
+    assert message_id(page.locator('[data-step-type="assistant_message"]').last) == old_answer
     again = int(wait_stats(page, 2)[0])
     deadline = time.time() + 10
     while engine_prompt_tokens(served_app) - before < second_prompt and time.time() < deadline:
@@ -135,6 +135,53 @@ def test_stop_after_an_edit_stops_the_engine(page_for, served_app):
     page.locator('[data-step-type="assistant_message"]', has_text="stopped by you").wait_for(timeout=15000)
     page.wait_for_function("() => !document.body.innerText.includes('Task manually stopped.')", timeout=15000)
     assert not STATS_EN.findall(page.inner_text("body")), "a stopped answer must not look finished"
+
+
+def test_a_stopped_answer_takes_the_buttons_and_the_previous_answer_never_offers_them_again(page_for, served_app):
+    """A Regenerate left under the previous answer (the new answer streamed, then was stopped) took the later
+    question and its answer out of the chat and the database when pressed. Now the previous answer's buttons leave
+    when the next question is asked, the stopped answer gets them, and regenerating it keeps both questions."""
+    from playwright.sync_api import expect
+
+    page = page_for()
+    send(page, "Hello.")
+    wait_stats(page, 1)
+    answers = page.locator('[data-step-type="assistant_message"]')
+    expect(answers.first.get_by_role("button", name="Regenerate")).to_have_count(1)
+    set_max_answer_tokens(page, "End")
+    for attempt in range(8):  # the random tiny model may end an answer on EOS before Stop reaches it: ask again
+        finished = finished_requests(served_app)
+        send(page, f"Write a very long story about ships, take {attempt}.")
+        if _generating(served_app, finished):
+            # While it streams, no older answer offers Regenerate (the pressed button wrote over the new one).
+            expect(page.get_by_role("button", name="Regenerate")).to_have_count(0)
+            try:
+                page.locator("#stop-button").dispatch_event("click", timeout=5000)
+            except PlaywrightTimeoutError:  # the answer ended between the check and the click
+                pass
+            _assert_engine_stopped(served_app)
+            if finished_requests(served_app) == finished:  # stopped mid-answer
+                break
+        page.locator("#chat-submit").wait_for(timeout=30000)
+    else:
+        pytest.fail("no answer was still running to stop")
+    answers.filter(has_text="stopped by you").last.wait_for(timeout=15000)
+    # by its id: the regenerated version shown below no longer says "stopped by you"
+    stopped = message_with_id(page, message_id(answers.filter(has_text="stopped by you").last))
+    expect(stopped.get_by_role("button", name="Regenerate")).to_have_count(1)
+    expect(page.get_by_role("button", name="Regenerate")).to_have_count(1)  # the stopped answer's, no other
+    asked = user_messages(page).count()
+    before = engine_prompt_tokens(served_app)
+    stopped.get_by_role("button", name="Regenerate").click()
+    expect(stopped.get_by_role("button", name="Version 2/2", exact=True)).to_have_count(1, timeout=120000)
+    prompt = int(STATS_EN.findall(stopped.inner_text())[0][0])
+    deadline = time.time() + 10
+    while engine_prompt_tokens(served_app) - before < prompt and time.time() < deadline:
+        time.sleep(0.1)
+    assert engine_prompt_tokens(served_app) - before == prompt  # the chat up to the stopped answer's question
+    assert user_messages(page).count() == asked
+    page.reload()  # the chat as it was kept: every question is still there
+    expect(user_messages(page)).to_have_count(asked, timeout=30000)
 
 
 def test_closing_the_tab_stops_its_answer_in_the_engine(page_for, served_app):

@@ -73,6 +73,18 @@ def wait_stats(page, count, pattern=STATS_EN, timeout=60):
     raise AssertionError(f"no stats line #{count}; page says:\n{page.inner_text('body')[-1500:]}")
 
 
+def message_id(message) -> str:
+    """The chat message id of a ``[data-step-type]`` element (Chainlit puts it on an element inside: ``step-<id>``)."""
+    found = message.locator('[id^="step-"]').first.get_attribute("id")
+    assert found, "the message shows no step id"
+    return found
+
+
+def message_with_id(page, step_id: str):
+    """The ``[data-step-type]`` element of the message ``message_id`` named, whatever it shows now."""
+    return page.locator("[data-step-type]").filter(has=page.locator(f'[id="{step_id}"]'))
+
+
 def send(page, text):
     page.fill("#chat-input", text)
     page.click("#chat-submit")  # not Enter: on a phone-width page Enter adds a new line

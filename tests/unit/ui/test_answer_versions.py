@@ -7,8 +7,8 @@ from types import SimpleNamespace
 
 from app.history.messages import FOOTER, KIND, KIND_ANSWER, KIND_NOTICE, MAX_VERSIONS, SHOWN, VERSIONS
 from app.i18n import t
-from app.ui.answer_actions import VERSION_NEXT, VERSION_PLACE, VERSION_PREVIOUS, answer_actions
-from app.ui.answer_versions import asked_index, newest_answer
+from app.ui.answer_actions import VERSION_NEXT, VERSION_PLACE, VERSION_PREVIOUS, answer_actions, newest_answer
+from app.ui.answer_versions import asked_index
 
 VERSIONS_KEPT = [{"text": f"answer {n}", "footer": ""} for n in range(3)]
 
@@ -54,19 +54,24 @@ class Shown(SimpleNamespace):
         self.removed = True
 
 
-def regenerated(monkeypatch, versions: int):
-    """Press Regenerate under an answer that keeps ``versions`` versions: what was said, answered and removed."""
+def regenerated(monkeypatch, versions: int, asked_after: bool = False, running: int = 0):
+    """Press Regenerate under an answer that keeps ``versions`` versions (with a question asked after it, and
+    ``running`` other answers of the chat being written): what was said, answered and removed."""
     import asyncio
 
     import chainlit as cl
 
     from app.ui import answer as answer_module
+    from app.ui import answer_actions
 
     kept = [{"text": f"answer {n}", "footer": ""} for n in range(versions)]
     question = Shown(id="q", type="user_message", metadata={}, content="question", removed=False)
     reply = Shown(id="a", type="assistant_message", content="answer 0", removed=False,
                   metadata={KIND: KIND_ANSWER, FOOTER: "", **({VERSIONS: kept, SHOWN: 0} if versions > 1 else {})})
     line = Shown(id="n", type="assistant_message", metadata={KIND: KIND_NOTICE}, content="a notice", removed=False)
+    later = [Shown(id="q2", type="user_message", metadata={}, content="next", removed=False),
+             Shown(id="a2", type="assistant_message", metadata={KIND: KIND_ANSWER}, content="next answer",
+                   removed=False)] if asked_after else []
     said, answered = [], []
 
     async def notice(text):
@@ -75,11 +80,12 @@ def regenerated(monkeypatch, versions: int):
     async def answer(rt, message, continuing=None, regenerating=None):
         answered.append((message, regenerating))
 
-    monkeypatch.setattr(cl.chat_context, "get", lambda: [question, reply, line])
+    monkeypatch.setattr(cl.chat_context, "get", lambda: [question, reply, line, *later])
+    monkeypatch.setattr(answer_actions, "answer_tasks", lambda: {object() for _ in range(running)})
     monkeypatch.setattr(answer_module, "notice", notice)
     monkeypatch.setattr(answer_module, "answer", answer)
     asyncio.run(answer_module.regenerate(None, SimpleNamespace(forId="a")))
-    return said, answered, (question.removed, reply.removed, line.removed)
+    return said, answered, tuple(m.removed for m in (question, reply, line, *later))
 
 
 def test_regenerate_writes_into_the_same_answer_until_the_cap_then_says_so_and_changes_nothing(monkeypatch):
@@ -90,6 +96,15 @@ def test_regenerate_writes_into_the_same_answer_until_the_cap_then_says_so_and_c
     said, answered, removed = regenerated(monkeypatch, MAX_VERSIONS)
     assert said == [t("en-US", "versions_full", limit=MAX_VERSIONS)] and "10 versions" in said[0]
     assert answered == [] and removed == (False, False, False)
+
+
+def test_regenerate_under_an_older_answer_or_while_another_is_written_says_so_and_removes_nothing(monkeypatch):
+    """A Regenerate left under the previous answer (after a stop, or pressed while the next answer streamed) took
+    the later question and its answer out of the chat and the database."""
+    said, answered, removed = regenerated(monkeypatch, 1, asked_after=True)
+    assert said == [t("en-US", "not_newest")] and answered == [] and not any(removed)
+    said, answered, removed = regenerated(monkeypatch, 1, running=1)
+    assert said == [t("en-US", "not_newest")] and answered == [] and not any(removed)
 
 
 def test_a_chat_opened_from_a_search_shows_and_saves_the_version_holding_the_words():
