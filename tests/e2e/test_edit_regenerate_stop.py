@@ -4,6 +4,7 @@ The prompt the engine got is read two ways: the answer's stats line on the page,
 ``vllm:prompt_tokens_total`` counter (the engine counts what it was sent, whatever the page says).
 """
 import time
+from collections.abc import Callable
 
 import pytest
 from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
@@ -108,29 +109,36 @@ def _assert_engine_stopped(app) -> None:
     assert generated_tokens(app) - tokens < 50
 
 
+def _stop_mid_answer(page, app, ask: Callable[[int], None],
+                     while_generating: Callable[[], None] = lambda: None) -> None:
+    """``ask(attempt)`` starts an answer, and Stop is pressed while the engine writes it (``while_generating`` runs
+    first). The random tiny model sometimes ends early on EOS, and on a quiet machine a whole answer takes ~2 s: an
+    answer that ended by itself before Stop reached it counts as finished in the engine (a stopped one does not),
+    and then it is asked again."""
+    for attempt in range(8):
+        finished = finished_requests(app)
+        ask(attempt)
+        if _generating(app, finished):
+            while_generating()
+            try:
+                page.locator("#stop-button").dispatch_event("click", timeout=5000)
+            except PlaywrightTimeoutError:  # the answer ended between the check and the click
+                pass
+            _assert_engine_stopped(app)
+            if finished_requests(app) == finished:  # stopped mid-answer
+                return
+        page.locator("#chat-submit").wait_for(timeout=30000)  # the answer is over: the composer is back
+    pytest.fail("no answer was still running to stop")
+
+
 def test_stop_after_an_edit_stops_the_engine(page_for, served_app):
     """Chainlit's edit path does not register the task Stop cancels; the app does."""
     page = page_for()
     set_max_answer_tokens(page, "End")
     send(page, "Hello.")
     wait_stats(page, 1)
-    # The random tiny model sometimes ends early on EOS, and on a quiet machine a whole answer takes ~2 s: an
-    # answer that ended by itself before Stop reached it counts as finished in the engine (a stopped one does
-    # not), and then the test tries again.
-    for attempt in range(8):
-        finished = finished_requests(served_app)
-        edit_message(page, 0, f"Write a very long story about ships, take {attempt}.")
-        if _generating(served_app, finished):
-            try:
-                page.locator("#stop-button").dispatch_event("click", timeout=5000)
-            except PlaywrightTimeoutError:  # the answer ended between the check and the click
-                pass
-            _assert_engine_stopped(served_app)
-            if finished_requests(served_app) == finished:  # stopped mid-answer
-                break
-        page.locator("#chat-submit").wait_for(timeout=30000)  # the answer is over: editing is possible again
-    else:
-        pytest.fail("no edited answer was still running to stop")
+    _stop_mid_answer(page, served_app, lambda attempt: edit_message(
+        page, 0, f"Write a very long story about ships, take {attempt}."))
     # The stopped answer says so itself; Chainlit's separate "Task manually stopped." message is gone.
     page.locator('[data-step-type="assistant_message"]', has_text="stopped by you").wait_for(timeout=15000)
     page.wait_for_function("() => !document.body.innerText.includes('Task manually stopped.')", timeout=15000)
@@ -149,22 +157,10 @@ def test_a_stopped_answer_takes_the_buttons_and_the_previous_answer_never_offers
     answers = page.locator('[data-step-type="assistant_message"]')
     expect(answers.first.get_by_role("button", name="Regenerate")).to_have_count(1)
     set_max_answer_tokens(page, "End")
-    for attempt in range(8):  # the random tiny model may end an answer on EOS before Stop reaches it: ask again
-        finished = finished_requests(served_app)
-        send(page, f"Write a very long story about ships, take {attempt}.")
-        if _generating(served_app, finished):
-            # While it streams, no older answer offers Regenerate (the pressed button wrote over the new one).
-            expect(page.get_by_role("button", name="Regenerate")).to_have_count(0)
-            try:
-                page.locator("#stop-button").dispatch_event("click", timeout=5000)
-            except PlaywrightTimeoutError:  # the answer ended between the check and the click
-                pass
-            _assert_engine_stopped(served_app)
-            if finished_requests(served_app) == finished:  # stopped mid-answer
-                break
-        page.locator("#chat-submit").wait_for(timeout=30000)
-    else:
-        pytest.fail("no answer was still running to stop")
+    # While the next answer streams, no older answer offers Regenerate (the pressed button wrote over the new one).
+    _stop_mid_answer(page, served_app,
+                     lambda attempt: send(page, f"Write a very long story about ships, take {attempt}."),
+                     lambda: expect(page.get_by_role("button", name="Regenerate")).to_have_count(0))
     answers.filter(has_text="stopped by you").last.wait_for(timeout=15000)
     # by its id: the regenerated version shown below no longer says "stopped by you"
     stopped = message_with_id(page, message_id(answers.filter(has_text="stopped by you").last))
