@@ -58,8 +58,8 @@ STRINGS: dict[str, dict[str, str]] = {
                                        "(◀ ▶): as many as Settings -> Answers at once, or 3 when it is 1",
         "versions_full": "This answer already keeps {limit} versions, the most one answer keeps: nothing was "
                          "regenerated, and every version is still here (◀ ▶). Ask again in a new message instead.",
-        "not_newest": "Only the newest answer can be written again, once no other answer is being written: later "
-                      "turns are built on this one, so nothing was changed. Fork it into a new chat to try it again.",
+        "not_newest": "Only the newest answer can be regenerated or continued, and not while another answer is being "
+                      "written: nothing was changed.",
         "length_limit": "The answer reached its length limit ({tokens} tokens): Continue writes more of it (Settings "
                         "-> Max answer tokens sets the limit).",
         "history_failing": "This chat is not saved yet: the chat database refuses writes ({detail}). They are "
@@ -225,8 +225,7 @@ STRINGS: dict[str, dict[str, str]] = {
                                        "数量取设置中的“同时回答数”，为 1 时生成 3 个",
         "versions_full": "这个回答已保存 {limit} 个版本，已达上限：本次未重新生成，所有版本都仍在（◀ ▶）。"
                          "如需再问，请发送一条新消息。",
-        "not_newest": "只有最新的回答可以重新生成或继续，且需没有其他回答正在生成：之后的对话建立在这个回答之上，"
-                      "因此未做任何更改。如需重试，请将它分叉为新对话。",
+        "not_newest": "只有最新的回答可以重新生成或继续，且不能在其他回答正在生成时进行：未做任何更改。",
         "length_limit": "回答已达到长度上限（{tokens} 个 token）：点击“继续”接着写（在设置 -> 最大生成长度 "
                         "中调整上限）。",
         "history_failing": "本对话尚未保存：聊天数据库拒绝写入（{detail}）。写入会按顺序保留并重试，直到成功；"

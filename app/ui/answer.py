@@ -25,14 +25,15 @@ from app.documents.prompt import documents_of, render_turn
 from app.engine.protocol import Sampling
 from app.engine.status import EngineState
 from app.errors import PromptTooLongError
-from app.history.messages import FINISH, KIND, KIND_ANSWER, LENGTH, MAX_VERSIONS, PARTIAL, versions_of
+from app.history.messages import FINISH, KIND, KIND_NOTICE, LENGTH, MAX_VERSIONS, PARTIAL, versions_of
 from app.i18n import t
 from app.runtime import Runtime
 from app.settings import ANSWERS, Bound
-from app.ui.answer_actions import answer_acted_on, take_off_answer_actions
+from app.ui.answer_actions import answer_acted_on
 from app.ui.answers_command import answers_asked
-from app.ui.chat_messages import answer_text, language, notice, shown_turns
+from app.ui.chat_messages import answer_text, language, notice, shown_turns, toast
 from app.ui.documents_step import documents_for_prompt
+from app.ui.preset_commands import is_preset_command
 from app.ui.session_keys import CHAT_SETTINGS
 from app.ui.settings_panel import answer_cap
 from app.ui.several_answers import SeveralAnswers
@@ -60,10 +61,6 @@ async def answer(rt: Runtime, message: cl.Message, continuing: Optional[cl.Messa
     ``regenerating``, write a new version of that answer to it into its message."""
     page_language = language()
     rt.metrics.messages.inc()
-    if continuing is None and regenerating is None:
-        # A new question: the previous answer is no longer the newest, and its buttons leave at once, not when
-        # this answer ends (a stopped or failed one may never give them a new place).
-        await take_off_answer_actions()
     question = await _checked_question(rt, message, continuing, page_language)
     if question is None:
         return
@@ -197,40 +194,51 @@ async def regenerate(rt: Runtime, action: cl.Action) -> None:
     """Answer the last question again, into the same message: the old answer is kept as a version of it (up to
     MAX_VERSIONS), the notices after the question leave the chat, and the prompt is the chat above the question.
     Only the newest answer is regenerated (answer_acted_on): anything else gets a line and changes nothing."""
-    reply = await _answer_acted_on(action)
-    if reply is None:
+    reply = await newest_or_say_why(action)
+    question = _question_of(reply) if reply is not None else None
+    if reply is None or question is None:
         return
-    shown = cl.chat_context.get()
-    question = next((m for m in reversed(shown[:shown.index(reply)]) if m.type == "user_message"), None)
-    if question is None:
-        return
-    if (reply.metadata or {}).get(PARTIAL):  # still being written: its buttons are off the page
+    if (reply.metadata or {}).get(PARTIAL):  # cut by the app's own stop, which is ending this chat's page
         return
     if len(versions_of(reply.content, reply.metadata)) >= MAX_VERSIONS:
         await notice(t(language(), "versions_full", limit=MAX_VERSIONS))  # nothing is lost, nothing is written
         return
+    shown = cl.chat_context.get()
     for later in shown[shown.index(question) + 1:]:
-        if later is not reply and (later.metadata or {}).get(KIND) != KIND_ANSWER:  # notices only: never an answer
+        if (later.metadata or {}).get(KIND) == KIND_NOTICE:  # lines about the old answer; never a turn
             await later.remove()
     await answer(rt, question, regenerating=reply)
 
 
-async def _answer_acted_on(action: cl.Action) -> Optional[cl.Message]:
-    """The newest answer the button names; None, with a line saying why, for any other (a stale or forged button)."""
+async def newest_or_say_why(action: cl.Action) -> Optional[cl.Message]:
+    """The newest answer the button names; None, with a line over the page saying why (not a chat message), for any
+    other (a stale or forged button, or one pressed while another answer is written)."""
     reply = answer_acted_on(action.forId)
     if reply is None:
-        await notice(t(language(), "not_newest"))
+        await toast(t(language(), "not_newest"))
     return reply
+
+
+async def takes_the_button(action: cl.Action) -> bool:
+    """Whether a Regenerate or Continue is acted on, asked before it becomes the chat's stoppable task: a refused
+    one must not take Stop (and the page's "answering" state) from the answer being written."""
+    return await newest_or_say_why(action) is not None
+
+
+def _question_of(reply: cl.Message) -> Optional[cl.Message]:
+    """The question ``reply`` answers: the last user message above it (a "Save preset" one is none)."""
+    shown = cl.chat_context.get()
+    return next((m for m in reversed(shown[:shown.index(reply)])
+                 if m.type == "user_message" and not is_preset_command(m)), None)
 
 
 async def continue_answer(rt: Runtime, action: cl.Action) -> None:
     """Write on where the answer stopped at its length limit: into the same message, from a prompt that ends with
     the answer so far (no new turn), so the model takes it up mid-sentence or mid-code."""
-    reply = await _answer_acted_on(action)
+    reply = await newest_or_say_why(action)
     if reply is None or (reply.metadata or {}).get(FINISH) != LENGTH:
         return
-    shown = cl.chat_context.get()
-    question = next((m for m in reversed(shown[:shown.index(reply)]) if m.type == "user_message"), None)
+    question = _question_of(reply)
     if question is None:
         return
     await answer(rt, question, continuing=reply)

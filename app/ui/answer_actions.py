@@ -13,6 +13,7 @@ import chainlit as cl
 from app.chainlit_internals import answer_tasks
 from app.history.messages import FINISH, KIND, KIND_ANSWER, LENGTH, USER_MESSAGE, shown_index, stored_versions
 from app.i18n import t
+from app.ui.preset_commands import is_preset_command
 from app.ui.session_keys import ANSWER_ACTIONS
 
 log = logging.getLogger("ernie_chat.chat")
@@ -51,8 +52,9 @@ def version_actions(metadata: Optional[dict[str, Any]], language: str) -> list[c
 async def take_off_answer_actions() -> None:
     """The newest answer's buttons leave the page, all at once: a newer answer gets them, or this one is being
     rewritten."""
-    await asyncio.gather(*(_take_off(action) for action in ANSWER_ACTIONS.get()))
-    ANSWER_ACTIONS.set([])
+    leaving = ANSWER_ACTIONS.get()
+    ANSWER_ACTIONS.set([])  # before the awaits: buttons offered meanwhile are the newest, and stay tracked
+    await asyncio.gather(*(_take_off(action) for action in leaving))
 
 
 async def _take_off(action: cl.Action) -> None:
@@ -63,9 +65,10 @@ async def _take_off(action: cl.Action) -> None:
 
 
 def newest_answer(shown: list[cl.Message]) -> Optional[cl.Message]:
-    """This chat's newest answer, when no question was asked after it (notices after it may be)."""
+    """This chat's newest answer, when no question was asked after it (notices and "Save preset" messages after it
+    may be: neither is a turn of the chat)."""
     for message in reversed(shown):
-        if message.type == USER_MESSAGE:
+        if message.type == USER_MESSAGE and not is_preset_command(message):
             return None
         if (message.metadata or {}).get(KIND) == KIND_ANSWER:
             return message
@@ -74,9 +77,10 @@ def newest_answer(shown: list[cl.Message]) -> Optional[cl.Message]:
 
 def answer_acted_on(for_id: Optional[str]) -> Optional[cl.Message]:
     """The answer a Regenerate, Continue or version button acts on: this chat's newest answer, when the button names
-    it and no other answer of this chat is being written. None for any other: an older answer has later turns built
-    on it, which Regenerate would take out of the chat (a stale button under the previous answer, pressed after a
-    stop or while the next answer streamed, did), and what the page sends may be forged."""
+    it and no other answer of this tab is being written (``answer_tasks``, less the caller's own). None for any
+    other: an older answer has later turns built on it, which Regenerate would take out of the chat (a stale button
+    under the previous answer, pressed after a stop or while the next answer streamed, did), and what the page
+    sends may be forged."""
     reply = newest_answer(cl.chat_context.get())
     others = answer_tasks() - {asyncio.current_task()}
     return reply if reply is not None and reply.id == for_id and not others else None
@@ -112,7 +116,10 @@ async def offer_fork(answer_id: str, language: str) -> None:
 
 async def offer_actions(reply: cl.Message, language: str) -> None:
     """Put the buttons on this answer (sent with it), and take them off the previous one: only the newest answer
-    can be regenerated, continued or flipped (an older one has later turns built on it). Its fork button stays."""
+    can be regenerated, continued or flipped (an older one has later turns built on it). Its fork button stays.
+    The answer is final here: its task no longer counts as an answer being written, so a click on these buttons
+    is taken even before the task's last steps (the other versions' messages leaving, a line under it) end."""
+    answer_tasks().discard(asyncio.current_task())
     await take_off_answer_actions()
     actions = answer_actions(reply.metadata, language)
     ANSWER_ACTIONS.set(actions)

@@ -39,7 +39,7 @@ from app.heap import give_back_free_memory
 from app.history.presets import PresetStore
 from app.i18n import STARTERS, t
 from app.runtime import Runtime, current_runtime
-from app.ui.answer import answer, continue_answer, regenerate
+from app.ui.answer import answer, continue_answer, regenerate, takes_the_button
 from app.ui.answer_actions import (
     CONTINUE,
     FORK,
@@ -48,6 +48,7 @@ from app.ui.answer_actions import (
     VERSION_PLACE,
     VERSION_PREVIOUS,
     offer_actions_on_resume,
+    take_off_answer_actions,
 )
 from app.ui.answer_versions import open_on_searched_version, show_version, version_place
 from app.ui.background import spawn
@@ -96,8 +97,8 @@ def install() -> None:
     cl.on_settings_update(on_settings_update)
     cl.on_message(on_message)
     cl.on_window_message(on_window_message)
-    cl.action_callback(REGENERATE)(answered_in_a_task(regenerate))
-    cl.action_callback(CONTINUE)(answered_in_a_task(continue_answer))
+    cl.action_callback(REGENERATE)(answered_in_a_task(regenerate, takes_the_button))
+    cl.action_callback(CONTINUE)(answered_in_a_task(continue_answer, takes_the_button))
     for arrow in (VERSION_PREVIOUS, VERSION_NEXT):
         cl.action_callback(arrow)(show_version)
     cl.action_callback(VERSION_PLACE)(version_place)
@@ -168,6 +169,9 @@ async def on_message(message: cl.Message) -> None:
     rt = current_runtime()
     if await run_preset_command(_presets(rt), message, language(), notice, partial(use_preset, rt)):
         return  # "Save preset": done, and no question to answer
+    # A question: the previous answer is no longer the newest, and its buttons leave now, not when this answer ends
+    # (its files may take minutes to read; a stopped or failed answer may never give them a new place).
+    await take_off_answer_actions()
     await run_tracked(_read_and_answer(rt, message))
     if rt.gpu_memory:  # GPU memory peak moved; without a GPU nothing in the panel changed
         await show_status(rt, language())

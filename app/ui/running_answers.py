@@ -4,7 +4,7 @@ cancels, and a button's answer run in a task of its own. The set of them lives o
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
 import chainlit as cl
@@ -55,10 +55,15 @@ def stop_all() -> None:
         task.cancel()
 
 
-def answered_in_a_task(handler: ActionHandler) -> Callable[[cl.Action], Coroutine[Any, Any, None]]:
+def answered_in_a_task(handler: ActionHandler, takes: Callable[[cl.Action], Awaitable[bool]]
+                       ) -> Callable[[cl.Action], Coroutine[Any, Any, None]]:
     """A button's callback that answers in a task of its own, with the page's stop button shown: actions arrive as
-    an HTTP request, which would otherwise be held open for the whole answer."""
+    an HTTP request, which would otherwise be held open for the whole answer. ``takes`` decides first, in the
+    request: a refused button must not become the task Stop cancels, nor end the page's "answering" state while
+    another answer is written."""
     async def on_action(action: cl.Action) -> None:
+        if not await takes(action):
+            return
         spawn(_run_action(handler, current_runtime(), cl.context.emitter, action), name=f"action-{action.name}")
 
     return on_action

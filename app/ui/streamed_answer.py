@@ -36,7 +36,7 @@ from app.history.messages import (
 )
 from app.i18n import t
 from app.runtime import Runtime
-from app.ui.answer_actions import offer_actions, take_off_answer_actions
+from app.ui.answer_actions import offer_actions, renew_actions, take_off_answer_actions
 from app.ui.background import spawn
 from app.ui.branding import APP_NAME
 from app.ui.chat_messages import answer_text, notice, stopped_line, with_footer
@@ -296,9 +296,9 @@ class StreamedAnswer:
             _STOP_MARKED.set(True)
         elif self.outcome != CUT:  # a cut answer stays marked partial (_keep_cut)
             self.reply.metadata = self._kept({KIND: KIND_ANSWER})
+        await self.reply.update()  # saved first: a second cancel (Stop again, the tab closed) must not skip it
         if self.outcome != CUT and self.offers_actions:
-            await offer_actions(self.reply, self.language)
-        await self.reply.update()
+            await renew_actions(self.reply, self.language)
 
     async def _put_back(self) -> None:
         """A regenerated answer that ended before its first word: the answer it was comes back whole, with its

@@ -8,6 +8,7 @@ from collections.abc import Callable
 
 import pytest
 from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
+from playwright.sync_api import expect
 
 from tests.support.app_process import get
 from tests.support.chat_socket import socket_connect
@@ -149,18 +150,27 @@ def test_a_stopped_answer_takes_the_buttons_and_the_previous_answer_never_offers
     """A Regenerate left under the previous answer (the new answer streamed, then was stopped) took the later
     question and its answer out of the chat and the database when pressed. Now the previous answer's buttons leave
     when the next question is asked, the stopped answer gets them, and regenerating it keeps both questions."""
-    from playwright.sync_api import expect
-
     page = page_for()
     send(page, "Hello.")
     wait_stats(page, 1)
     answers = page.locator('[data-step-type="assistant_message"]')
     expect(answers.first.get_by_role("button", name="Regenerate")).to_have_count(1)
     set_max_answer_tokens(page, "End")
-    # While the next answer streams, no older answer offers Regenerate (the pressed button wrote over the new one).
-    _stop_mid_answer(page, served_app,
-                     lambda attempt: send(page, f"Write a very long story about ships, take {attempt}."),
-                     lambda: expect(page.get_by_role("button", name="Regenerate")).to_have_count(0))
+    asked_after = {"index": 0}  # the newest message when the question was asked
+
+    def ask(attempt: int) -> None:
+        asked_after["index"] = answers.count() - 1
+        send(page, f"Write a very long story about ships, take {attempt}.")
+
+    def while_it_streams() -> None:
+        # The new answer is on the page, so its first words came: Stop keeps it as a stopped answer (stopped before
+        # them, it would be only a line). The answer before it offers no Regenerate now (pressed, it wrote over the
+        # new one or took it out of the chat).
+        page.wait_for_function("n => document.querySelectorAll('[data-step-type=\"assistant_message\"]').length >= n",
+                               arg=asked_after["index"] + 2, timeout=30000)
+        expect(answers.nth(asked_after["index"]).get_by_role("button", name="Regenerate")).to_have_count(0)
+
+    _stop_mid_answer(page, served_app, ask, while_it_streams)
     answers.filter(has_text="stopped by you").last.wait_for(timeout=15000)
     # by its id: the regenerated version shown below no longer says "stopped by you"
     stopped = message_with_id(page, message_id(answers.filter(has_text="stopped by you").last))

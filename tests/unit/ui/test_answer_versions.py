@@ -9,6 +9,7 @@ from app.history.messages import FOOTER, KIND, KIND_ANSWER, KIND_NOTICE, MAX_VER
 from app.i18n import t
 from app.ui.answer_actions import VERSION_NEXT, VERSION_PLACE, VERSION_PREVIOUS, answer_actions, newest_answer
 from app.ui.answer_versions import asked_index
+from app.ui.preset_commands import SAVE_COMMANDS
 
 VERSIONS_KEPT = [{"text": f"answer {n}", "footer": ""} for n in range(3)]
 
@@ -35,8 +36,8 @@ def test_an_arrows_payload_counts_only_as_a_whole_index_in_range():
         assert asked_index(payload, 3) is None
 
 
-def message(kind: str, metadata: dict | None = None):
-    return SimpleNamespace(type=kind, metadata=metadata)
+def message(kind: str, metadata: dict | None = None, command: str | None = None):
+    return SimpleNamespace(type=kind, metadata=metadata, command=command)
 
 
 def test_only_the_newest_answer_with_no_question_after_it_flips():
@@ -44,6 +45,8 @@ def test_only_the_newest_answer_with_no_question_after_it_flips():
     notice = message("assistant_message", {KIND: KIND_NOTICE})
     assert newest_answer([question, answer, notice]) is answer
     assert newest_answer([question, answer, message("user_message")]) is None
+    saved_preset = message("user_message", command=next(iter(SAVE_COMMANDS)))  # the preset's name: not a turn
+    assert newest_answer([question, answer, saved_preset, notice]) is answer
     assert newest_answer([question]) is None and newest_answer([]) is None
 
 
@@ -54,9 +57,10 @@ class Shown(SimpleNamespace):
         self.removed = True
 
 
-def regenerated(monkeypatch, versions: int, asked_after: bool = False, running: int = 0):
-    """Press Regenerate under an answer that keeps ``versions`` versions (with a question asked after it, and
-    ``running`` other answers of the chat being written): what was said, answered and removed."""
+def regenerated(monkeypatch, versions: int, after: tuple = (), running: str = ""):
+    """Press Regenerate under an answer that keeps ``versions`` versions, with the messages ``after`` it
+    ("question", "preset": a "Save preset" message, "answer") and, with ``running`` "own" or "other", the chat's
+    answer tasks holding this one or another: what was said, answered and removed."""
     import asyncio
 
     import chainlit as cl
@@ -65,26 +69,36 @@ def regenerated(monkeypatch, versions: int, asked_after: bool = False, running: 
     from app.ui import answer_actions
 
     kept = [{"text": f"answer {n}", "footer": ""} for n in range(versions)]
-    question = Shown(id="q", type="user_message", metadata={}, content="question", removed=False)
+    question = Shown(id="q", type="user_message", metadata={}, content="question", removed=False, command=None)
     reply = Shown(id="a", type="assistant_message", content="answer 0", removed=False,
                   metadata={KIND: KIND_ANSWER, FOOTER: "", **({VERSIONS: kept, SHOWN: 0} if versions > 1 else {})})
     line = Shown(id="n", type="assistant_message", metadata={KIND: KIND_NOTICE}, content="a notice", removed=False)
-    later = [Shown(id="q2", type="user_message", metadata={}, content="next", removed=False),
-             Shown(id="a2", type="assistant_message", metadata={KIND: KIND_ANSWER}, content="next answer",
-                   removed=False)] if asked_after else []
+    save = next(iter(SAVE_COMMANDS))
+    made = {"question": lambda: Shown(type="user_message", metadata={}, content="next", command=None),
+            "preset": lambda: Shown(type="user_message", metadata={}, content="mine", command=save),
+            "answer": lambda: Shown(type="assistant_message", metadata={KIND: KIND_ANSWER}, content="next answer")}
+    later = [made[kind]() for kind in after]
+    for n, message in enumerate(later):
+        message.id, message.removed = f"later{n}", False
     said, answered = [], []
 
-    async def notice(text):
+    async def toast(text):
         said.append(text)
 
     async def answer(rt, message, continuing=None, regenerating=None):
         answered.append((message, regenerating))
 
+    async def press():
+        own = asyncio.current_task()
+        tasks = {"": set(), "own": {own}, "other": {own, asyncio.ensure_future(asyncio.sleep(0))}}[running]
+        monkeypatch.setattr(answer_actions, "answer_tasks", lambda: tasks)
+        await answer_module.regenerate(None, SimpleNamespace(forId="a"))
+
     monkeypatch.setattr(cl.chat_context, "get", lambda: [question, reply, line, *later])
-    monkeypatch.setattr(answer_actions, "answer_tasks", lambda: {object() for _ in range(running)})
-    monkeypatch.setattr(answer_module, "notice", notice)
+    monkeypatch.setattr(answer_module, "notice", toast)
+    monkeypatch.setattr(answer_module, "toast", toast)
     monkeypatch.setattr(answer_module, "answer", answer)
-    asyncio.run(answer_module.regenerate(None, SimpleNamespace(forId="a")))
+    asyncio.run(press())
     return said, answered, tuple(m.removed for m in (question, reply, line, *later))
 
 
@@ -101,10 +115,15 @@ def test_regenerate_writes_into_the_same_answer_until_the_cap_then_says_so_and_c
 def test_regenerate_under_an_older_answer_or_while_another_is_written_says_so_and_removes_nothing(monkeypatch):
     """A Regenerate left under the previous answer (after a stop, or pressed while the next answer streamed) took
     the later question and its answer out of the chat and the database."""
-    said, answered, removed = regenerated(monkeypatch, 1, asked_after=True)
-    assert said == [t("en-US", "not_newest")] and answered == [] and not any(removed)
-    said, answered, removed = regenerated(monkeypatch, 1, running=1)
-    assert said == [t("en-US", "not_newest")] and answered == [] and not any(removed)
+    for after, running in ((("question", "answer"), ""), ((), "other")):
+        said, answered, removed = regenerated(monkeypatch, 1, after, running)
+        assert said == [t("en-US", "not_newest")] and answered == [] and not any(removed), (after, running)
+
+
+def test_regenerate_counts_its_own_task_and_a_saved_preset_as_nothing_after_the_answer(monkeypatch):
+    said, answered, removed = regenerated(monkeypatch, 1, ("preset",), "own")
+    assert said == [] and [(q.id, r.id) for q, r in answered] == [("q", "a")]
+    assert removed == (False, False, True, False)  # the notice goes, the "Save preset" message stays
 
 
 def test_a_chat_opened_from_a_search_shows_and_saves_the_version_holding_the_words():
